@@ -1,0 +1,80 @@
+"""The Starlette application: GraphQL, GraphiQL assets, health and metrics, and the
+lifespan that migrates the database and runs the background loops."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+
+from api import graphiql
+from api.graphql_view import GraphQLView
+from api.settings import Settings
+from core.events import InProcessBus
+from core.health import HealthRule
+from core.services import Services
+from db.engine import Database
+
+log = logging.getLogger("spacedock")
+
+
+def build_services(settings: Settings) -> Services:
+    return Services(
+        database=Database(settings.database_url),
+        bus=InProcessBus(),
+        secrets=settings.secret_box(),
+        health=HealthRule(settings.probe_interval_s),
+        deny_networks=settings.cluster_deny_cidrs,
+    )
+
+
+def create_app(settings: Settings) -> Starlette:
+    services = build_services(settings)
+    view = GraphQLView(services)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await services.database.migrate()
+        log.info("spacedock ready: GraphQL and GraphiQL at /graphql")
+        try:
+            yield
+        finally:
+            await services.database.dispose()
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        try:
+            await services.database.ping()
+        except Exception as error:  # any failure means "not ready"; the reason is logged
+            log.warning("readiness check failed: %s", type(error).__name__)
+            return JSONResponse({"status": "unavailable", "database": "unreachable"}, status_code=503)
+        return JSONResponse({"status": "ok", "database": "reachable"})
+
+    async def metrics(request: Request) -> Response:
+        lines = [
+            "# HELP spacedock_sql_statements_total SQL statements sent to the database.",
+            "# TYPE spacedock_sql_statements_total counter",
+            f"spacedock_sql_statements_total {services.database.statement_count}",
+        ]
+        return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
+
+    routes = [
+        Route("/graphql", view, methods=["GET", "POST"]),
+        WebSocketRoute("/graphql", view),
+        Route("/healthz", healthz),
+        Route("/readyz", readyz),
+        Route("/metrics", metrics),
+    ]
+    if graphiql.ASSETS.is_dir():
+        routes.append(Mount("/graphiql", StaticFiles(directory=graphiql.ASSETS), name="graphiql"))
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.services = services
+    return app

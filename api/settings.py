@@ -1,0 +1,100 @@
+"""Settings from SPACEDOCK_* environment variables (see the README's table)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from core.secrets import SecretBox
+
+log = logging.getLogger("spacedock")
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./spacedock.db"
+
+
+class SettingsError(ValueError):
+    """A setting has a value spacedock cannot use; the message names it."""
+
+
+def _number(name: str, default: float, minimum: float = 0.0) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a number, got {raw!r}") from None
+    if value <= minimum:
+        raise SettingsError(f"{name} must be greater than {minimum:g}, got {raw!r}")
+    return value
+
+
+def _networks(name: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    raw = os.environ.get(name, "")
+    try:
+        return tuple(ipaddress.ip_network(part.strip()) for part in raw.split(",") if part.strip())
+    except ValueError as error:
+        raise SettingsError(f"{name} must be comma-separated CIDRs: {error}") from None
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    database_url: str = DEFAULT_DATABASE_URL
+    secret_key: str | None = None
+    probe_interval_s: float = 60.0
+    probe_timeout_s: float = 5.0
+    probe_failure_threshold: int = 3
+    probe_concurrency: int = 256
+    cluster_deny_cidrs: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = field(default=())
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        return cls(
+            host=os.environ.get("SPACEDOCK_HOST", "127.0.0.1"),
+            port=int(_number("SPACEDOCK_PORT", 8000)),
+            database_url=os.environ.get("SPACEDOCK_DATABASE_URL") or DEFAULT_DATABASE_URL,
+            secret_key=os.environ.get("SPACEDOCK_SECRET_KEY") or None,
+            probe_interval_s=_number("SPACEDOCK_PROBE_INTERVAL_S", 60.0),
+            probe_timeout_s=_number("SPACEDOCK_PROBE_TIMEOUT_S", 5.0),
+            probe_failure_threshold=int(_number("SPACEDOCK_PROBE_FAILURE_THRESHOLD", 3)),
+            probe_concurrency=int(_number("SPACEDOCK_PROBE_CONCURRENCY", 256)),
+            cluster_deny_cidrs=_networks("SPACEDOCK_CLUSTER_DENY_CIDRS"),
+        )
+
+    def secret_box(self) -> SecretBox:
+        """The key that seals credentials; in development one is generated beside the database."""
+        if self.secret_key is not None:
+            if not SecretBox.is_valid_key(self.secret_key):
+                raise SettingsError(
+                    "SPACEDOCK_SECRET_KEY must be a Fernet key (urlsafe base64 of 32 bytes); "
+                    'make one with: python -c "from cryptography.fernet import Fernet; '
+                    'print(Fernet.generate_key().decode())"'
+                )
+            return SecretBox(self.secret_key)
+        path = self.development_key_path()
+        if path.exists():
+            key = path.read_text().strip()
+        else:
+            key = SecretBox.generate_key()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch(mode=0o600)
+            path.write_text(key + "\n")
+        log.warning(
+            "SPACEDOCK_SECRET_KEY is unset: development mode, credentials are sealed with the key "
+            "in %s. Set SPACEDOCK_SECRET_KEY in production.",
+            path,
+        )
+        return SecretBox(key)
+
+    def development_key_path(self) -> Path:
+        url = sa.make_url(self.database_url)
+        if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+            return Path(url.database).resolve().with_suffix(".key")
+        return Path("spacedock.key").resolve()

@@ -1,0 +1,70 @@
+"""Environments: a space and a namespace to deploy into, gated when the space cannot take deploys."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from core.errors import Problems, UserErrors
+from core.health import HealthRule
+from core.ids import new_id
+from core.names import display_name_problem, dns_label_problem
+from core.rbac import Viewer
+from core.services import Unit
+from db import environments as repo
+from db import spaces as space_repo
+from db.tables import Environment, Space
+
+SPACE_DEREGISTERED = "Space deregistered"
+SPACE_INACTIVE = "Space inactive"
+
+
+def gate(space: Space | None, health: HealthRule, now: datetime) -> str | None:
+    """Why an environment cannot deploy now; None when it can."""
+    if space is None or space.deregistered_at is not None:
+        return SPACE_DEREGISTERED
+    if health.status_of(space, now)[0] == "INACTIVE":
+        return SPACE_INACTIVE
+    return None
+
+
+async def _bindable_space(unit: Unit, viewer: Viewer, problems: Problems, space_id: str) -> None:
+    found = await space_repo.spaces_by_ids(unit.session, viewer.org_id, [space_id])
+    if not found:
+        problems.add(["spaceId"], "no such space", "NOT_FOUND")
+    elif found[0].deregistered_at is not None:
+        problems.add(["spaceId"], "the space is deregistered; pick a registered space", "PRECONDITION_FAILED")
+
+
+def _check_namespace(problems: Problems, namespace: str) -> None:
+    if (why := dns_label_problem(namespace)) is not None:
+        problems.add(["namespace"], f"namespace {why}")
+
+
+async def create(unit: Unit, viewer: Viewer, name: str, space_id: str, namespace: str) -> Environment:
+    viewer.require("environment:create")
+    problems = Problems("input")
+    if (why := display_name_problem(name)) is not None:
+        problems.add(["name"], f"name {why}")
+    _check_namespace(problems, namespace)
+    await _bindable_space(unit, viewer, problems, space_id)
+    if not problems and await repo.environment_by_name(unit.session, viewer.org_id, name):
+        problems.add(["name"], f"an environment named {name!r} already exists", "CONFLICT")
+    problems.raise_if_any()
+    environment = Environment(
+        id=new_id("env"), org_id=viewer.org_id, name=name, space_id=space_id, namespace=namespace, created_at=unit.now
+    )
+    await repo.add(unit.session, environment)
+    return environment
+
+
+async def bind(unit: Unit, viewer: Viewer, environment_id: str, space_id: str, namespace: str) -> Environment:
+    viewer.require("environment:update")
+    found = await repo.environments_by_ids(unit.session, viewer.org_id, [environment_id])
+    if not found:
+        raise UserErrors.one(["input", "id"], "no such environment", "NOT_FOUND")
+    problems = Problems("input")
+    _check_namespace(problems, namespace)
+    await _bindable_space(unit, viewer, problems, space_id)
+    problems.raise_if_any()
+    await repo.rebind(unit.session, found[0], space_id, namespace)
+    return found[0]

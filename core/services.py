@@ -1,0 +1,65 @@
+"""What every request and loop shares: database, bus, secrets and the health rule.
+
+`Services.unit()` is the one transaction of a request or loop step; events
+recorded on it are published only after it commits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from core.events import EventBus, Payload
+from core.health import HealthRule
+from core.secrets import SecretBox
+from db.engine import Database
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Unit:
+    session: AsyncSession
+    now: datetime = field(default_factory=utcnow)
+    outbox: list[tuple[str, Payload]] = field(default_factory=list)
+    probe_soon: bool = False  # a space wants its first (or next) probe now
+
+    def publish(self, channel: str, payload: Payload) -> None:
+        self.outbox.append((channel, payload))
+
+
+@dataclass
+class Services:
+    database: Database
+    bus: EventBus
+    secrets: SecretBox
+    health: HealthRule
+    # API servers in these networks are never contacted (besides link-local, always denied).
+    deny_networks: tuple[IPNetwork, ...] = ()
+    # Set when a space needs probing now (registration, a lifted hold).
+    probe_wanted: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @asynccontextmanager
+    async def unit(self) -> AsyncIterator[Unit]:
+        async with self.database.transaction() as session:
+            unit = Unit(session)
+            yield unit
+        for channel, payload in unit.outbox:
+            await self.bus.publish(channel, payload)
+        if unit.probe_soon:
+            self.probe_wanted.set()
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        async with self.database.transaction() as session:
+            yield session

@@ -1,0 +1,278 @@
+"""Spaces: registration with exact validation, the operator hold, deregistration and
+the status history every transition leaves behind."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from sqlalchemy.exc import IntegrityError
+
+from core import accounts
+from core.errors import Problems, UserErrors
+from core.events import SPACE_STATUS
+from core.health import OPERATOR_HOLD, stored_status
+from core.ids import new_id
+from core.names import cloud_name_problem, display_name_problem
+from core.rbac import Viewer
+from core.secrets import SecretBox
+from core.services import Unit
+from db import cloud_accounts as account_repo
+from db import spaces as repo
+from db.tables import Space, SpaceStatusEvent
+
+PROVIDERS = ("AWS", "GCP", "AZURE", "GENERIC")
+PUBLIC_CONFIG = ("clusterName", "region", "projectId", "resourceGroup", "subscriptionId", "server")
+GENERIC_SECRETS = ("caCert", "serviceAccountToken", "clientCertificate", "clientKey")
+# What each provider's config needs beyond clusterName, and what it may carry.
+REQUIRED = {
+    "AWS": ("region",),
+    "GCP": ("region", "projectId"),
+    "AZURE": ("resourceGroup", "subscriptionId"),
+    "GENERIC": ("server", "caCert"),
+}
+ALLOWED = {
+    "AWS": {"clusterName", "region"},
+    "GCP": {"clusterName", "region", "projectId"},
+    "AZURE": {"clusterName", "region", "resourceGroup", "subscriptionId"},
+    "GENERIC": {"clusterName", "region", *("server", *GENERIC_SECRETS)},
+}
+LINK_LOCAL = ipaddress.ip_network("169.254.0.0/16")
+
+
+@dataclass(frozen=True)
+class RegisterSpaceRequest:
+    name: str
+    provider: str
+    space_type: str
+    cloud_account_id: str | None
+    config: dict[str, str]  # SpaceConfigInput fields that were given, by contract name
+    synthetic: bool
+
+
+def denied_network(host: str, deny: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]) -> str | None:
+    """Why an API server address may not be contacted, if it may not (cloud metadata and
+    operator-denied ranges); loopback stays allowed for kind and k3s."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+    for network in (LINK_LOCAL, *deny):
+        if address.version == network.version and address in network:
+            return f"{address} is in the denied network {network}"
+    return None
+
+
+def _check_server(problems: Problems, server: str, deny: tuple[Any, ...]) -> str | None:
+    parts = urlsplit(server)
+    if parts.scheme != "https" or not parts.hostname:
+        problems.add(["config", "server"], "server must be an https:// URL of the API server")
+        return None
+    if parts.query or parts.fragment or parts.username:
+        problems.add(["config", "server"], "server must not carry credentials, a query or a fragment")
+        return None
+    if (why := denied_network(parts.hostname, deny)) is not None:
+        problems.add(["config", "server"], f"server is not allowed: {why}")
+        return None
+    return server.rstrip("/")
+
+
+def _check_generic_secrets(problems: Problems, config: dict[str, str]) -> None:
+    try:
+        x509.load_pem_x509_certificates(config["caCert"].encode())
+    except (ValueError, KeyError):
+        problems.add(["config", "caCert"], "caCert must be a PEM CA bundle")
+    token = config.get("serviceAccountToken")
+    certificate, key = config.get("clientCertificate"), config.get("clientKey")
+    if token is None and certificate is None and key is None:
+        problems.add(["config", "serviceAccountToken"], "serviceAccountToken, or clientCertificate with clientKey, is required")
+    if token is not None and (certificate is not None or key is not None):
+        problems.add(["config", "serviceAccountToken"], "give serviceAccountToken or a client certificate, not both")
+    if token is not None and (not token.strip() or any(c.isspace() for c in token.strip())):
+        problems.add(["config", "serviceAccountToken"], "serviceAccountToken must be a bearer token without spaces")
+    if (certificate is None) != (key is None):
+        missing = "clientKey" if key is None else "clientCertificate"
+        problems.add(["config", missing], "clientCertificate and clientKey go together")
+    if certificate is not None:
+        try:
+            x509.load_pem_x509_certificate(certificate.encode())
+        except ValueError:
+            problems.add(["config", "clientCertificate"], "clientCertificate must be a PEM certificate")
+    if key is not None:
+        try:
+            serialization.load_pem_private_key(key.encode(), password=None)
+        except (ValueError, TypeError):
+            problems.add(["config", "clientKey"], "clientKey must be an unencrypted PEM private key")
+
+
+def _check_config(problems: Problems, provider: str, config: dict[str, str], deny: tuple[Any, ...]) -> None:
+    for field in sorted(set(config) - ALLOWED[provider]):
+        owner = "GENERIC spaces" if field in ("server", *GENERIC_SECRETS) else "other providers"
+        problems.add(["config", field], f"{field} does not apply to {provider}; it is for {owner}")
+    for field in ("clusterName", *REQUIRED[provider]):
+        if not config.get(field, "").strip():
+            problems.add(["config", field], f"{field} is required for {provider}")
+    for field in ("clusterName", "resourceGroup"):
+        if config.get(field) and (why := cloud_name_problem(config[field])) is not None:
+            problems.add(["config", field], f"{field} {why}")
+    if config.get("region") and not accounts.REGION.match(config["region"]):
+        problems.add(["config", "region"], "region must be a cloud region or location such as us-east-1")
+    if provider == "AWS" and config.get("region") and not accounts.AWS_REGION.match(config["region"]):
+        problems.add(["config", "region"], "region must be an AWS region such as us-east-1")
+    if provider == "GCP" and config.get("projectId") and not accounts.GCP_PROJECT.match(config["projectId"]):
+        problems.add(["config", "projectId"], "projectId must be a GCP project id")
+    if provider == "AZURE" and config.get("subscriptionId") and not accounts.UUID.match(config["subscriptionId"]):
+        problems.add(["config", "subscriptionId"], "subscriptionId must be a UUID")
+    if provider == "GENERIC" and config.get("server"):
+        normalized = _check_server(problems, config["server"], deny)
+        if normalized:
+            config["server"] = normalized
+    if provider == "GENERIC" and config.get("caCert"):
+        _check_generic_secrets(problems, config)
+
+
+def identity_key(provider: str, cloud_account_id: str | None, config: dict[str, str]) -> str:
+    """Who the cluster is, per provider: a cluster is registered at most once per org."""
+    if provider == "AWS":
+        return f"AWS/{cloud_account_id}/{config['region']}/{config['clusterName']}"
+    if provider == "GCP":
+        return f"GCP/{config['projectId']}/{config['region']}/{config['clusterName']}"
+    if provider == "AZURE":
+        return f"AZURE/{config['subscriptionId'].lower()}/{config['resourceGroup'].lower()}/{config['clusterName']}"
+    return f"GENERIC/{config['server'].lower()}"
+
+
+def public_config(space: Space) -> dict[str, str]:
+    config: dict[str, str] = json.loads(space.config_json)
+    return config
+
+
+async def register(
+    unit: Unit, viewer: Viewer, secrets: SecretBox, request: RegisterSpaceRequest, deny: tuple[Any, ...]
+) -> Space:
+    viewer.require("space:create")
+    problems = Problems("input")
+    config = {k: v for k, v in request.config.items() if v is not None}
+    if (why := display_name_problem(request.name)) is not None:
+        problems.add(["name"], f"name {why}")
+    _check_config(problems, request.provider, config, deny)
+    account = None
+    if request.provider == "GENERIC":
+        if request.cloud_account_id is not None:
+            problems.add(["cloudAccountId"], "GENERIC spaces have no cloud account")
+    elif request.cloud_account_id is None:
+        problems.add(["cloudAccountId"], f"cloudAccountId is required for {request.provider}")
+    else:
+        found = await account_repo.accounts_by_ids(unit.session, viewer.org_id, [request.cloud_account_id])
+        if not found:
+            problems.add(["cloudAccountId"], "no such cloud account", "NOT_FOUND")
+        elif found[0].provider != request.provider:
+            problems.add(["cloudAccountId"], f"this is a {found[0].provider} account, not {request.provider}")
+        else:
+            account = found[0]
+    problems.raise_if_any()
+
+    if account is not None:
+        scope = accounts.account_project(secrets, account)
+        for field in ("projectId", "subscriptionId"):
+            if field in config and scope[field] and config[field].lower() != scope[field].lower():
+                problems.add(["config", field], f"{field} must be the account's own ({scope[field]})")
+        key = accounts.cluster_key(request.provider, config.get("region"), config["clusterName"], config.get("resourceGroup"))
+        if not problems and await account_repo.grant(unit.session, account.id, key) is None:
+            problems.add(
+                ["config", "clusterName"],
+                "the cloud account has no access to this cluster; grantClusterAccess first",
+                "PRECONDITION_FAILED",
+            )
+    identity = identity_key(request.provider, request.cloud_account_id, config)
+    if not problems:
+        if await repo.live_space_where(unit.session, viewer.org_id, name=request.name):
+            problems.add(["name"], f"a space named {request.name!r} is already registered", "CONFLICT")
+        if await repo.live_space_where(unit.session, viewer.org_id, identity_key=identity):
+            at = ["config", "server"] if request.provider == "GENERIC" else ["config", "clusterName"]
+            problems.add(at, "this cluster is already registered as a space", "CONFLICT")
+    problems.raise_if_any()
+
+    secret = {k: config.pop(k) for k in GENERIC_SECRETS if k in config}
+    space = Space(
+        id=new_id("spc"),
+        org_id=viewer.org_id,
+        name=request.name,
+        provider=request.provider,
+        space_type=request.space_type,
+        cloud_account_id=request.cloud_account_id,
+        config_json=json.dumps({k: config[k] for k in PUBLIC_CONFIG if k in config}),
+        identity_key=identity,
+        secret_ciphertext=secrets.seal(secret) if secret else None,
+        synthetic=request.synthetic,
+        next_probe_at=unit.now,
+        created_at=unit.now,
+    )
+    try:
+        async with unit.session.begin_nested():
+            await repo.add(unit.session, space)
+    except IntegrityError as race:
+        raise UserErrors.one(["input", "name"], "a space with this name or cluster was registered just now", "CONFLICT") from race
+    await record_transition(unit, space, None, "UNKNOWN", "registered")
+    unit.probe_soon = True
+    return space
+
+
+async def space_in_org(unit: Unit, viewer: Viewer, space_id: str, field: list[str]) -> Space:
+    found = await repo.spaces_by_ids(unit.session, viewer.org_id, [space_id])
+    if not found:
+        raise UserErrors.one(field, "no such space", "NOT_FOUND")
+    return found[0]
+
+
+async def record_transition(unit: Unit, space: Space, previous: str | None, status: str, reason: str | None) -> None:
+    event = await repo.add_event(
+        unit.session,
+        SpaceStatusEvent(space_id=space.id, org_id=space.org_id, previous=previous, status=status, reason=reason, at=unit.now),
+    )
+    unit.publish(SPACE_STATUS, {"event_id": event.id, "space_id": space.id, "org_id": space.org_id})
+
+
+async def set_status(unit: Unit, viewer: Viewer, space_id: str, status: str) -> Space:
+    viewer.require("space:update")
+    if status not in ("ACTIVE", "INACTIVE"):
+        raise UserErrors.one(["input", "status"], "status must be ACTIVE (lift a hold) or INACTIVE (hold)")
+    space = await space_in_org(unit, viewer, space_id, ["input", "id"])
+    if space.deregistered_at is not None:
+        raise UserErrors.one(["input", "id"], "the space is deregistered", "PRECONDITION_FAILED")
+    previous = stored_status(space)
+    if status == "INACTIVE":
+        space.held = True
+        reason = OPERATOR_HOLD
+    else:
+        space.held = False
+        space.next_probe_at = unit.now  # take the probes' verdict, starting with a fresh one
+        unit.probe_soon = True
+        reason = "hold lifted"
+    unit.session.add(space)
+    await unit.session.flush()
+    if stored_status(space) != previous:
+        await record_transition(unit, space, previous, stored_status(space), reason)
+    return space
+
+
+async def deregister(unit: Unit, viewer: Viewer, space_id: str) -> Space:
+    viewer.require("space:delete")
+    space = await space_in_org(unit, viewer, space_id, ["input", "id"])
+    if space.deregistered_at is not None:
+        raise UserErrors.one(["input", "id"], "the space is already deregistered", "PRECONDITION_FAILED")
+    space.deregistered_at = unit.now
+    unit.session.add(space)
+    if space.cloud_account_id is not None:
+        config = public_config(space)
+        key = accounts.cluster_key(space.provider, config.get("region"), config["clusterName"], config.get("resourceGroup"))
+        grant = await account_repo.grant(unit.session, space.cloud_account_id, key)
+        if grant is not None:
+            await account_repo.delete_grant(unit.session, grant)
+    await unit.session.flush()
+    return space

@@ -1,0 +1,47 @@
+"""API tokens: minted once, stored only as a hash, and resolved to a Viewer per request."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from core.ids import new_id
+from core.rbac import Role, Viewer
+from core.services import Unit
+from db import orgs as repo
+from db.tables import ApiToken, Org
+
+PREFIX = "sdk_"
+
+
+def token_hash(token: str) -> str:
+    # Tokens carry 256 bits of randomness, so a plain SHA-256 is a safe lookup key.
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+async def create_token(unit: Unit, org_name: str, role: Role) -> tuple[Org, str]:
+    """Creates the org if needed and a new token for it; the clear token is returned once."""
+    org = await repo.org_by_name(unit.session, org_name)
+    if org is None:
+        org = Org(id=new_id("org"), name=org_name, created_at=unit.now)
+        await repo.add(unit.session, org)
+    token = PREFIX + secrets.token_urlsafe(32)
+    await repo.add(
+        unit.session,
+        ApiToken(id=new_id("tok"), org_id=org.id, role=role.value, token_hash=token_hash(token), created_at=unit.now),
+    )
+    return org, token
+
+
+async def authenticate(unit: Unit, authorization: str | None) -> Viewer | None:
+    """The Viewer for an `Authorization: Bearer <token>` value, or None."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    found = await repo.token_with_org(unit.session, token_hash(token.strip()))
+    if found is None:
+        return None
+    api_token, org = found
+    return Viewer(org_id=org.id, org_name=org.name, role=Role(api_token.role))

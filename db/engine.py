@@ -1,0 +1,100 @@
+"""The database handle: one async engine, sessions, transactions and migrations.
+
+SQLite (aiosqlite, WAL) is the embedded default; Postgres (asyncpg) runs the
+same code. Callers get one transaction per request or loop step and never
+commit themselves: `Database.transaction()` commits on success and rolls back
+on any exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+# Any fixed 64-bit number; replicas starting together queue on it.
+MIGRATION_LOCK_ID = 0x5BACED0C
+
+
+class Database:
+    def __init__(self, url: str) -> None:
+        self.url = sa.make_url(url)
+        self.is_sqlite = self.url.get_backend_name() == "sqlite"
+        options: dict[str, Any] = {}
+        if self.is_sqlite:
+            options["connect_args"] = {"timeout": 30}
+        else:
+            options.update(pool_size=10, max_overflow=20, pool_pre_ping=True)
+        self.engine: AsyncEngine = create_async_engine(self.url, **options)
+        self.statement_count = 0  # SQL statements executed; exported as a metric
+        event.listen(self.engine.sync_engine, "before_cursor_execute", self._count_statement)
+        if self.is_sqlite:
+            event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
+        self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+
+    def _count_statement(self, *_: Any) -> None:
+        self.statement_count += 1
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncSession]:
+        async with self._sessions() as session, session.begin():
+            yield session
+
+    async def ping(self) -> None:
+        async with self.engine.connect() as conn:
+            await conn.execute(sa.text("SELECT 1"))
+
+    async def migrate(self) -> None:
+        """Brings the schema to the newest revision; safe for replicas starting together."""
+        async with self.engine.connect() as conn:
+            if not self.is_sqlite:
+                await conn.execute(sa.text(f"SELECT pg_advisory_lock({MIGRATION_LOCK_ID})"))
+            try:
+                await conn.run_sync(_upgrade)
+                await conn.commit()
+            finally:
+                if not self.is_sqlite:
+                    await conn.execute(sa.text(f"SELECT pg_advisory_unlock({MIGRATION_LOCK_ID})"))
+                    await conn.commit()
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()
+
+
+def alembic_config(connection: sa.Connection | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    return config
+
+
+def _upgrade(connection: sa.Connection) -> None:
+    command.upgrade(alembic_config(connection), "head")
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+async def wait_until_reachable(database: Database, attempts: int = 30) -> None:
+    for attempt in range(attempts):
+        try:
+            await database.ping()
+            return
+        except (OSError, sa.exc.OperationalError, sa.exc.InterfaceError):
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(min(0.1 * 2**attempt, 2.0))

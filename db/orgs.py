@@ -1,0 +1,35 @@
+"""Orgs and the API tokens that authenticate their members."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlmodel import col
+
+from db.tables import ApiToken, Org
+
+
+async def org_by_name(session: AsyncSession, name: str) -> Org | None:
+    return (await session.scalars(sa.select(Org).where(Org.name == name))).first()
+
+
+async def orgs_by_ids(session: AsyncSession, ids: Sequence[str]) -> Sequence[Org]:
+    return (await session.scalars(sa.select(Org).where(col(Org.id).in_(ids)))).all()
+
+
+async def add(session: AsyncSession, row: Org | ApiToken) -> None:
+    session.add(row)
+    await session.flush()
+
+
+async def token_with_org(session: AsyncSession, token_hash: str) -> tuple[ApiToken, Org] | None:
+    query = (
+        sa.select(ApiToken, Org)
+        .join(Org, col(Org.id) == ApiToken.org_id)
+        .where(ApiToken.token_hash == token_hash)
+    )
+    row = (await session.execute(query)).first()
+    return None if row is None else (row[0], row[1])
+

@@ -1,0 +1,160 @@
+"""The persisted shape of spacedock: one SQLModel table per stored object.
+
+Rows carry ids, never secrets in clear: credential columns hold Fernet
+ciphertext produced by `core.secrets`. Uniqueness that only applies to live
+(registered) spaces is expressed as partial indexes, which both SQLite and
+Postgres support.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+from sqlalchemy.types import TypeDecorator
+from sqlmodel import Field, SQLModel
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Stores naive UTC and always hands back aware UTC datetimes, on both engines."""
+
+    impl = sa.DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are not stored")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+def _time(nullable: bool = False, index: bool = False) -> datetime:
+    return Field(sa_column=sa.Column(UtcDateTime(), nullable=nullable, index=index))  # type: ignore[no-any-return]
+
+
+LIVE = sa.text("deregistered_at IS NULL")
+
+
+class Org(SQLModel, table=True):
+    __tablename__ = "orgs"
+
+    id: str = Field(primary_key=True)
+    name: str = Field(unique=True)
+    created_at: datetime = _time()
+
+
+class ApiToken(SQLModel, table=True):
+    __tablename__ = "api_tokens"
+
+    id: str = Field(primary_key=True)
+    org_id: str = Field(foreign_key="orgs.id", index=True, ondelete="CASCADE")
+    role: str
+    token_hash: str = Field(unique=True)
+    created_at: datetime = _time()
+
+
+class CloudAccount(SQLModel, table=True):
+    __tablename__ = "cloud_accounts"
+    __table_args__ = (sa.UniqueConstraint("org_id", "name", name="uq_cloud_accounts_org_name"),)
+
+    id: str = Field(primary_key=True)
+    org_id: str = Field(foreign_key="orgs.id", index=True, ondelete="CASCADE")
+    name: str
+    provider: str
+    credentials_ciphertext: str
+    created_at: datetime = _time()
+
+
+class ClusterGrant(SQLModel, table=True):
+    """A cloud account's permission to mint credentials for one cluster."""
+
+    __tablename__ = "cluster_grants"
+    __table_args__ = (
+        sa.UniqueConstraint("cloud_account_id", "cluster_key", name="uq_cluster_grants_key"),
+    )
+
+    id: str = Field(primary_key=True)
+    cloud_account_id: str = Field(foreign_key="cloud_accounts.id", index=True, ondelete="CASCADE")
+    cluster_key: str
+    region: str
+    cluster_name: str
+    resource_group: str | None = None
+    granted_at: datetime = _time()
+
+
+class Space(SQLModel, table=True):
+    __tablename__ = "spaces"
+    __table_args__ = (
+        sa.Index(
+            "uq_spaces_live_name",
+            "org_id",
+            "name",
+            unique=True,
+            sqlite_where=LIVE,
+            postgresql_where=LIVE,
+        ),
+        sa.Index(
+            "uq_spaces_live_identity",
+            "org_id",
+            "identity_key",
+            unique=True,
+            sqlite_where=LIVE,
+            postgresql_where=LIVE,
+        ),
+        sa.Index("ix_spaces_probe_due", "next_probe_at", sqlite_where=LIVE, postgresql_where=LIVE),
+    )
+
+    id: str = Field(primary_key=True)
+    org_id: str = Field(foreign_key="orgs.id", index=True, ondelete="CASCADE")
+    name: str
+    provider: str
+    space_type: str
+    cloud_account_id: str | None = Field(
+        default=None, foreign_key="cloud_accounts.id", index=True, ondelete="SET NULL"
+    )
+    # Public provider identity as JSON; secrets live only in secret_ciphertext.
+    config_json: str
+    identity_key: str
+    secret_ciphertext: str | None = None
+    synthetic: bool = False
+    # Status as the probes give it; the operator hold and staleness apply on top.
+    probe_status: str = "UNKNOWN"
+    held: bool = False
+    consecutive_failures: int = 0
+    last_probe_at: datetime | None = _time(nullable=True)
+    last_probe_ok: bool | None = None
+    last_probe_version: str | None = None
+    last_probe_latency_ms: float | None = None
+    last_probe_error: str | None = None
+    next_probe_at: datetime = _time()
+    created_at: datetime = _time()
+    deregistered_at: datetime | None = _time(nullable=True)
+
+
+class SpaceStatusEvent(SQLModel, table=True):
+    __tablename__ = "space_status_events"
+    __table_args__ = (sa.Index("ix_space_status_events_space", "space_id", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    space_id: str = Field(foreign_key="spaces.id", ondelete="CASCADE")
+    org_id: str = Field(index=True)
+    previous: str | None = None
+    status: str
+    reason: str | None = None
+    at: datetime = _time()
+
+
+class Environment(SQLModel, table=True):
+    __tablename__ = "environments"
+    __table_args__ = (sa.UniqueConstraint("org_id", "name", name="uq_environments_org_name"),)
+
+    id: str = Field(primary_key=True)
+    org_id: str = Field(foreign_key="orgs.id", index=True, ondelete="CASCADE")
+    name: str
+    space_id: str = Field(foreign_key="spaces.id", index=True)
+    namespace: str
+    created_at: datetime = _time()

@@ -1,0 +1,1 @@
+"""What each GraphQL field does: authorize, call the domain, shape the payload."""

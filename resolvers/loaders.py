@@ -1,0 +1,101 @@
+"""Per-request DataLoaders: every list query costs a fixed number of SQL statements.
+
+A Loaders instance lives for one HTTP request or one subscription event,
+never for a WebSocket connection, so no request sees another's stale rows.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from strawberry.dataloader import DataLoader
+
+from core.services import Services
+from db import cloud_accounts, environments, orgs, spaces
+from db.pages import Page, pages_by_parent
+from db.tables import CloudAccount, ClusterGrant, Environment, Org, Space, SpaceStatusEvent
+
+
+def _by_id(rows: Sequence[Any], keys: Sequence[str]) -> list[Any]:
+    found = {row.id: row for row in rows}
+    return [found.get(key) for key in keys]
+
+
+class Loaders:
+    def __init__(self, services: Services, org_id: str) -> None:
+        self.services = services
+        self.org_id = org_id
+        self.org = DataLoader(self._orgs)
+        self.space = DataLoader(self._spaces)
+        self.cloud_account = DataLoader(self._accounts)
+        self.environment = DataLoader(self._environments)
+        self.environments_of_space = DataLoader(self._environments_of_spaces)
+        self.grants_of_account = DataLoader(self._grants)
+        self.recent_events = DataLoader(self._recent_events)
+        self.spaces_of_account = DataLoader(self._spaces_of_accounts)
+        self.status_event = DataLoader(self._status_events)
+
+    async def _orgs(self, keys: Sequence[str]) -> list[Org | None]:
+        async with self.services.read() as session:
+            return _by_id(await orgs.orgs_by_ids(session, keys), keys)
+
+    async def _spaces(self, keys: Sequence[str]) -> list[Space | None]:
+        async with self.services.read() as session:
+            return _by_id(await spaces.spaces_by_ids(session, self.org_id, keys), keys)
+
+    async def _accounts(self, keys: Sequence[str]) -> list[CloudAccount | None]:
+        async with self.services.read() as session:
+            return _by_id(await cloud_accounts.accounts_by_ids(session, self.org_id, keys), keys)
+
+    async def _environments(self, keys: Sequence[str]) -> list[Environment | None]:
+        async with self.services.read() as session:
+            return _by_id(await environments.environments_by_ids(session, self.org_id, keys), keys)
+
+    async def _environments_of_spaces(self, keys: Sequence[str]) -> list[list[Environment]]:
+        async with self.services.read() as session:
+            rows = await environments.environments_of_spaces(session, keys)
+        grouped: dict[str, list[Environment]] = defaultdict(list)
+        for row in rows:
+            grouped[row.space_id].append(row)
+        return [grouped[key] for key in keys]
+
+    async def _grants(self, keys: Sequence[str]) -> list[list[ClusterGrant]]:
+        async with self.services.read() as session:
+            rows = await cloud_accounts.grants_of_accounts(session, keys)
+        grouped: dict[str, list[ClusterGrant]] = defaultdict(list)
+        for row in rows:
+            grouped[row.cloud_account_id].append(row)
+        return [grouped[key] for key in keys]
+
+    async def _recent_events(self, keys: Sequence[tuple[str, int]]) -> list[list[SpaceStatusEvent]]:
+        """Keyed by (space id, how many); one query per distinct `first`."""
+        results: dict[tuple[str, int], list[SpaceStatusEvent]] = {}
+        async with self.services.read() as session:
+            for first in {first for _, first in keys}:
+                ids = [space_id for space_id, n in keys if n == first]
+                grouped = await spaces.recent_events(session, ids, first)
+                results.update({(space_id, first): grouped.get(space_id, []) for space_id in ids})
+        return [results[key] for key in keys]
+
+    async def _spaces_of_accounts(
+        self, keys: Sequence[tuple[str, int, str | None]]
+    ) -> list[Page[Space]]:
+        """Keyed by (account id, first, after); one batch per distinct window."""
+        results: dict[tuple[str, int, str | None], Page[Space]] = {}
+        async with self.services.read() as session:
+            for first, after in {(first, after) for _, first, after in keys}:
+                ids = [key[0] for key in keys if key[1:] == (first, after)]
+                pages = await pages_by_parent(
+                    session, Space, Space.cloud_account_id, ids, first, after,
+                    Space.org_id == self.org_id, spaces.LIVE,
+                )
+                results.update({(account, first, after): pages[account] for account in ids})
+        return [results[key] for key in keys]
+
+    async def _status_events(self, keys: Sequence[int]) -> list[SpaceStatusEvent | None]:
+        async with self.services.read() as session:
+            rows = await spaces.events_by_ids(session, keys)
+        found = {row.id: row for row in rows if row.org_id == self.org_id}
+        return [found.get(key) for key in keys]

@@ -1,0 +1,116 @@
+"""Read paths: authorize the view policy, then load through the request's loaders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from core import environments as environment_rules
+from core import spaces as space_rules
+from core.ids import kind_of
+from core.services import utcnow
+from db import cloud_accounts, environments, spaces
+from db.pages import Page
+from db.tables import CloudAccount, Environment, Space, SpaceStatusEvent
+from resolvers.context import Context
+from resolvers.pagination import checked_first, window
+
+DEFAULT_EVENTS = 20
+
+
+@dataclass(frozen=True)
+class SpaceFilter:
+    statuses: list[str] | None = None
+    provider: str | None = None
+    scalable: bool | None = None
+    include_deregistered: bool = False
+
+
+async def cloud_accounts_page(context: Context, first: int | None, after: str | None) -> Page[CloudAccount]:
+    context.caller.require_to_read("cloudaccount:view")
+    first, after = window(first, after)
+    async with context.services.read() as session:
+        return await cloud_accounts.list_accounts(session, context.caller.org_id, first, after)
+
+
+async def spaces_page(
+    context: Context, first: int | None, after: str | None, where: SpaceFilter
+) -> Page[Space]:
+    context.caller.require_to_read("space:view")
+    first, after = window(first, after)
+    async with context.services.read() as session:
+        return await spaces.list_spaces(
+            session,
+            context.caller.org_id,
+            first,
+            after,
+            stale_before=context.services.health.stale_before(utcnow()),
+            statuses=where.statuses,
+            provider=where.provider,
+            scalable=where.scalable,
+            include_deregistered=where.include_deregistered,
+        )
+
+
+async def spaces_of_account(
+    context: Context, account_id: str, first: int | None, after: str | None
+) -> Page[Space]:
+    context.caller.require_to_read("space:view")
+    first, after = window(first, after)
+    return await context.loaders.spaces_of_account.load((account_id, first, after))
+
+
+async def environments_page(context: Context, first: int | None, after: str | None) -> Page[Environment]:
+    context.caller.require_to_read("environment:view")
+    first, after = window(first, after)
+    async with context.services.read() as session:
+        return await environments.list_environments(session, context.caller.org_id, first, after)
+
+
+VIEW_POLICY = {
+    "Org": "space:view",
+    "CloudAccount": "cloudaccount:view",
+    "Space": "space:view",
+    "Environment": "environment:view",
+}
+
+
+async def node(context: Context, object_id: str) -> tuple[str, Any] | None:
+    """(kind, row) for any id the caller's org owns; foreign and unknown ids are both None."""
+    kind = kind_of(object_id)
+    if kind not in VIEW_POLICY:
+        return None
+    context.caller.require_to_read(VIEW_POLICY[kind])
+    loaders = context.loaders
+    loader = {
+        "Org": loaders.org,
+        "CloudAccount": loaders.cloud_account,
+        "Space": loaders.space,
+        "Environment": loaders.environment,
+    }[kind]
+    row = await loader.load(object_id)
+    if row is None or (kind == "Org" and object_id != context.caller.org_id):
+        return None
+    return kind, row
+
+
+async def one(context: Context, kind: str, object_id: str) -> Any:
+    found = await node(context, object_id)
+    return found[1] if found is not None and found[0] == kind else None
+
+
+def space_config(space: Space) -> dict[str, Any]:
+    return space_rules.public_config(space)
+
+
+def space_status(context: Context, space: Space) -> str:
+    return context.services.health.status_of(space, utcnow())[0]
+
+
+async def status_events(context: Context, space_id: str, first: int | None) -> list[SpaceStatusEvent]:
+    return await context.loaders.recent_events.load((space_id, checked_first(first, DEFAULT_EVENTS)))
+
+
+async def environment_gate(context: Context, environment: Environment) -> str | None:
+    space = await context.loaders.space.load(environment.space_id)
+    return environment_rules.gate(space, context.services.health, utcnow())

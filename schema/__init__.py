@@ -1,0 +1,1 @@
+"""The GraphQL schema: Strawberry types, inputs and payloads; field bodies stay thin."""

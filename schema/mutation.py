@@ -1,0 +1,90 @@
+"""The Mutation root: one input object in, one payload out."""
+
+from __future__ import annotations
+
+import strawberry
+
+from core.accounts import ClusterRef
+from core.spaces import RegisterSpaceRequest
+from resolvers import mutations
+from schema.inputs import (
+    BindEnvironmentInput,
+    ClusterAccessInput,
+    CreateCloudAccountInput,
+    CreateEnvironmentInput,
+    DeleteCloudAccountInput,
+    DeregisterSpaceInput,
+    RegisterSpaceInput,
+    SetSpaceStatusInput,
+)
+from schema.payloads import (
+    CloudAccountPayload,
+    ClusterAccessPayload,
+    DeletePayload,
+    EnvironmentPayload,
+    SpacePayload,
+    payload,
+)
+from schema.types import ClusterAccess, CloudAccount, Environment, GraphInfo, Space
+
+
+def _cluster_ref(input: ClusterAccessInput) -> ClusterRef:
+    return ClusterRef(input.cloud_account_id, input.region, input.cluster_name, input.resource_group)
+
+
+@strawberry.type
+class Mutation:
+    @strawberry.mutation
+    async def create_cloud_account(self, info: GraphInfo, input: CreateCloudAccountInput) -> CloudAccountPayload:
+        outcome = await mutations.create_cloud_account(
+            info.context, input.name, input.provider.value, input.credentials
+        )
+        return payload(CloudAccountPayload, "cloud_account", outcome, CloudAccount.from_row)
+
+    @strawberry.mutation
+    async def delete_cloud_account(self, info: GraphInfo, input: DeleteCloudAccountInput) -> DeletePayload:
+        outcome = await mutations.delete_cloud_account(info.context, input.id)
+        return payload(DeletePayload, "deleted_id", outcome, strawberry.ID)
+
+    @strawberry.mutation
+    async def grant_cluster_access(self, info: GraphInfo, input: ClusterAccessInput) -> ClusterAccessPayload:
+        outcome = await mutations.grant_cluster_access(info.context, _cluster_ref(input))
+        return payload(ClusterAccessPayload, "cluster_access", outcome, ClusterAccess.from_row)
+
+    @strawberry.mutation
+    async def revoke_cluster_access(self, info: GraphInfo, input: ClusterAccessInput) -> ClusterAccessPayload:
+        outcome = await mutations.revoke_cluster_access(info.context, _cluster_ref(input))
+        return payload(ClusterAccessPayload, "cluster_access", outcome, ClusterAccess.from_row)
+
+    @strawberry.mutation
+    async def register_space(self, info: GraphInfo, input: RegisterSpaceInput) -> SpacePayload:
+        request = RegisterSpaceRequest(
+            name=input.name,
+            provider=input.provider.value,
+            space_type=input.space_type.value if input.space_type else "KUBERNETES",
+            cloud_account_id=input.cloud_account_id,
+            config=input.config.given(),
+            synthetic=bool(input.synthetic),
+        )
+        outcome = await mutations.register_space(info.context, request)
+        return payload(SpacePayload, "space", outcome, Space.from_row)
+
+    @strawberry.mutation
+    async def set_space_status(self, info: GraphInfo, input: SetSpaceStatusInput) -> SpacePayload:
+        outcome = await mutations.set_space_status(info.context, input.id, input.status.value)
+        return payload(SpacePayload, "space", outcome, Space.from_row)
+
+    @strawberry.mutation
+    async def deregister_space(self, info: GraphInfo, input: DeregisterSpaceInput) -> SpacePayload:
+        outcome = await mutations.deregister_space(info.context, input.id)
+        return payload(SpacePayload, "space", outcome, Space.from_row)
+
+    @strawberry.mutation
+    async def create_environment(self, info: GraphInfo, input: CreateEnvironmentInput) -> EnvironmentPayload:
+        outcome = await mutations.create_environment(info.context, input.name, input.space_id, input.namespace)
+        return payload(EnvironmentPayload, "environment", outcome, Environment.from_row)
+
+    @strawberry.mutation
+    async def bind_environment(self, info: GraphInfo, input: BindEnvironmentInput) -> EnvironmentPayload:
+        outcome = await mutations.bind_environment(info.context, input.id, input.space_id, input.namespace)
+        return payload(EnvironmentPayload, "environment", outcome, Environment.from_row)

@@ -1,0 +1,264 @@
+"""Object types of the graph. Each wraps a stored row and resolves its links through
+the request's DataLoaders, so nested lists never turn into N+1 queries."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Generic, TypeVar
+
+import strawberry
+from strawberry import Private
+from strawberry.types import Info
+
+from core.rbac import Role
+from db import tables
+from db.pages import Page
+from resolvers import reads
+from resolvers.context import Context
+from resolvers.pagination import encode_cursor
+from schema.enums import Provider, SpaceStatus, SpaceType
+
+GraphInfo = Info[Context, None]
+T = TypeVar("T")
+
+
+@strawberry.interface
+class Node:
+    id: strawberry.ID
+
+
+@strawberry.type
+class PageInfo:
+    has_next_page: bool
+    end_cursor: str | None
+
+
+@strawberry.type
+class Edge(Generic[T]):
+    cursor: str
+    node: T
+
+
+@strawberry.type
+class Connection(Generic[T]):
+    edges: list[Edge[T]]
+    nodes: list[T]
+    page_info: PageInfo
+    total_count: int
+
+    @classmethod
+    def of(cls, page: Page[tables.SQLModel], wrap: type[T]) -> Connection[T]:
+        nodes = [wrap.from_row(row) for row in page.items]  # type: ignore[attr-defined]
+        cursors = [encode_cursor(row.id) for row in page.items]
+        return cls(
+            edges=[Edge(cursor=c, node=n) for c, n in zip(cursors, nodes, strict=True)],
+            nodes=nodes,
+            page_info=PageInfo(has_next_page=page.has_next, end_cursor=cursors[-1] if cursors else None),
+            total_count=page.total,
+        )
+
+
+@strawberry.type
+class Org(Node):
+    id: strawberry.ID
+    name: str
+
+    @classmethod
+    def from_row(cls, row: tables.Org) -> Org:
+        return cls(id=strawberry.ID(row.id), name=row.name)
+
+
+@strawberry.type
+class Viewer:
+    org: Org
+    role: Role
+    permissions: list[str] = strawberry.field(
+        description="Policies such as space:view, space:create, space:update, space:delete."
+    )
+
+
+@strawberry.type
+class ClusterAccess:
+    region: str
+    cluster_name: str
+    resource_group: str | None = strawberry.field(description="AZURE only.")
+    granted_at: datetime
+
+    @classmethod
+    def from_row(cls, row: tables.ClusterGrant) -> ClusterAccess:
+        return cls(
+            region=row.region,
+            cluster_name=row.cluster_name,
+            resource_group=row.resource_group,
+            granted_at=row.granted_at,
+        )
+
+
+@strawberry.type
+class CloudAccount(Node):
+    row: Private[tables.CloudAccount]
+    id: strawberry.ID
+    name: str
+    provider: Provider
+    created_at: datetime
+
+    @classmethod
+    def from_row(cls, row: tables.CloudAccount) -> CloudAccount:
+        return cls(
+            row=row,
+            id=strawberry.ID(row.id),
+            name=row.name,
+            provider=Provider(row.provider),
+            created_at=row.created_at,
+        )
+
+    @strawberry.field(description="Clusters this account is authorised to mint credentials for.")
+    async def cluster_access(self, info: GraphInfo) -> list[ClusterAccess]:
+        grants = await info.context.loaders.grants_of_account.load(self.row.id)
+        return [ClusterAccess.from_row(grant) for grant in grants]
+
+    @strawberry.field
+    async def spaces(
+        self, info: GraphInfo, first: int | None = None, after: str | None = None
+    ) -> Connection[Space]:
+        page = await reads.spaces_of_account(info.context, self.row.id, first, after)
+        return Connection.of(page, Space)
+
+
+@strawberry.type(description="Provider identity of a cluster. Immutable once registered.")
+class SpaceConfig:
+    cluster_name: str
+    region: str | None = None
+    project_id: str | None = None
+    resource_group: str | None = None
+    subscription_id: str | None = None
+    server: str | None = strawberry.field(default=None, description="API server URL (GENERIC spaces).")
+
+
+@strawberry.type
+class ProbeResult:
+    at: datetime
+    ok: bool
+    version: str | None = strawberry.field(description="gitVersion reported by GET /version.")
+    latency_ms: float | None
+    error: str | None
+
+
+@strawberry.type
+class SpaceStatusEvent:
+    row: Private[tables.SpaceStatusEvent]
+    space_id: strawberry.ID
+    previous: SpaceStatus | None
+    status: SpaceStatus
+    at: datetime
+    reason: str | None
+
+    @classmethod
+    def from_row(cls, row: tables.SpaceStatusEvent) -> SpaceStatusEvent:
+        return cls(
+            row=row,
+            space_id=strawberry.ID(row.space_id),
+            previous=None if row.previous is None else SpaceStatus(row.previous),
+            status=SpaceStatus(row.status),
+            at=row.at,
+            reason=row.reason,
+        )
+
+    @strawberry.field
+    async def space(self, info: GraphInfo) -> Space | None:
+        row = await info.context.loaders.space.load(self.row.space_id)
+        return None if row is None else Space.from_row(row)
+
+
+@strawberry.type
+class Space(Node):
+    row: Private[tables.Space]
+    id: strawberry.ID
+    name: str
+    provider: Provider
+    space_type: SpaceType
+    synthetic: bool = strawberry.field(
+        description="Synthetic spaces are placeholders, not real clusters; scaling-aware pickers exclude them."
+    )
+    consecutive_failures: int
+    created_at: datetime
+    deregistered_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: tables.Space) -> Space:
+        return cls(
+            row=row,
+            id=strawberry.ID(row.id),
+            name=row.name,
+            provider=Provider(row.provider),
+            space_type=SpaceType(row.space_type),
+            synthetic=row.synthetic,
+            consecutive_failures=row.consecutive_failures,
+            created_at=row.created_at,
+            deregistered_at=row.deregistered_at,
+        )
+
+    @strawberry.field(description="Null only for GENERIC spaces.")
+    async def cloud_account(self, info: GraphInfo) -> CloudAccount | None:
+        if self.row.cloud_account_id is None:
+            return None
+        row = await info.context.loaders.cloud_account.load(self.row.cloud_account_id)
+        return None if row is None else CloudAccount.from_row(row)
+
+    @strawberry.field
+    def config(self) -> SpaceConfig:
+        return SpaceConfig(**reads.space_config(self.row))
+
+    @strawberry.field
+    def status(self, info: GraphInfo) -> SpaceStatus:
+        return SpaceStatus(reads.space_status(info.context, self.row))
+
+    @strawberry.field(description="True while an operator hold (setSpaceStatus INACTIVE) is in force.")
+    def held(self) -> bool:
+        return self.row.held
+
+    @strawberry.field
+    def last_probe(self) -> ProbeResult | None:
+        row = self.row
+        if row.last_probe_at is None or row.last_probe_ok is None:
+            return None
+        return ProbeResult(
+            at=row.last_probe_at,
+            ok=row.last_probe_ok,
+            version=row.last_probe_version,
+            latency_ms=row.last_probe_latency_ms,
+            error=row.last_probe_error,
+        )
+
+    @strawberry.field(description="Most recent first.")
+    async def status_events(self, info: GraphInfo, first: int | None = None) -> list[SpaceStatusEvent]:
+        rows = await reads.status_events(info.context, self.row.id, first)
+        return [SpaceStatusEvent.from_row(row) for row in rows]
+
+    @strawberry.field
+    async def environments(self, info: GraphInfo) -> list[Environment]:
+        rows = await info.context.loaders.environments_of_space.load(self.row.id)
+        return [Environment.from_row(row) for row in rows]
+
+
+@strawberry.type
+class Environment(Node):
+    row: Private[tables.Environment]
+    id: strawberry.ID
+    name: str
+    namespace: str
+
+    @classmethod
+    def from_row(cls, row: tables.Environment) -> Environment:
+        return cls(row=row, id=strawberry.ID(row.id), name=row.name, namespace=row.namespace)
+
+    @strawberry.field
+    async def space(self, info: GraphInfo) -> Space | None:
+        row = await info.context.loaders.space.load(self.row.space_id)
+        return None if row is None else Space.from_row(row)
+
+    @strawberry.field(
+        description='Why the environment cannot deploy now, e.g. "Space deregistered"; null when it can.'
+    )
+    async def gate(self, info: GraphInfo) -> str | None:
+        return await reads.environment_gate(info.context, self.row)
