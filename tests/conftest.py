@@ -1,0 +1,72 @@
+"""Fixtures: a real spacedock server per test module (SQLite, and Postgres when
+SPACEDOCK_TEST_DATABASE_URL is set) and orgs with a token per role."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.graphql import GraphQL
+from tests.support.server import Backend, Server, mint_token
+
+POSTGRES_URL = os.environ.get("SPACEDOCK_TEST_DATABASE_URL")
+BACKENDS = ["sqlite", *(["postgres"] if POSTGRES_URL else [])]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
+    if request.param == "postgres":
+        assert POSTGRES_URL is not None
+        made = Backend.postgres(POSTGRES_URL)
+    else:
+        made = Backend.sqlite(tmp_path_factory.mktemp("sqlite"))
+    yield made
+    made.dispose(POSTGRES_URL)
+
+
+@pytest.fixture(scope="module")
+def server_env() -> dict[str, str]:
+    """Extra SPACEDOCK_* settings for this module's server; modules override it."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def server(backend: Backend, server_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    log_path = Path(tmp_path_factory.mktemp("server")) / "server.log"
+    running = Server(backend=backend, log_path=log_path, env=dict(server_env)).start()
+    yield running
+    running.stop()
+
+
+@dataclass
+class Org:
+    name: str
+    admin: GraphQL
+    editor: GraphQL
+    viewer: GraphQL
+    tokens: dict[str, str]
+
+    def as_role(self, role: str) -> GraphQL:
+        return {"admin": self.admin, "editor": self.editor, "viewer": self.viewer}[role]
+
+
+async def new_org(server: Server, prefix: str = "org") -> Org:
+    name = f"{prefix}-{secrets.token_hex(4)}"
+    tokens = {role: await mint_token(server.backend.url, name, role) for role in ("admin", "editor", "viewer")}
+    clients = {role: GraphQL(server.url, server.ws_url, token) for role, token in tokens.items()}
+    return Org(name=name, tokens=tokens, **clients)
+
+
+@pytest.fixture
+async def org(server: Server) -> Org:
+    return await new_org(server, "acme")
+
+
+@pytest.fixture
+async def other_org(server: Server) -> Org:
+    return await new_org(server, "rival")

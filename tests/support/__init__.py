@@ -1,0 +1,1 @@
+"""Test support: the server under test, a gql client, and stand-in servers."""

@@ -1,0 +1,161 @@
+"""Runs `spacedock serve` as a real process on a free port, on SQLite or Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg  # type: ignore[import-untyped]
+
+from core.secrets import SecretBox
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Backend:
+    """A fresh, empty database for one server."""
+
+    name: str
+    url: str
+    drop: str | None = None  # Postgres database to drop afterwards
+
+    @classmethod
+    def sqlite(cls, directory: Path) -> Backend:
+        return cls("sqlite", f"sqlite+aiosqlite:///{directory / 'spacedock.db'}")
+
+    @classmethod
+    def postgres(cls, admin_url: str) -> Backend:
+        name = f"spacedock_{secrets.token_hex(6)}"
+        asyncio.run(_postgres(admin_url, f'CREATE DATABASE "{name}"'))
+        base, _, _ = admin_url.rpartition("/")
+        return cls("postgres", f"{base}/{name}", drop=name)
+
+    def dispose(self, admin_url: str | None) -> None:
+        if self.drop and admin_url:
+            asyncio.run(_postgres(admin_url, f'DROP DATABASE IF EXISTS "{self.drop}" WITH (FORCE)'))
+
+
+async def _postgres(admin_url: str, statement: str) -> None:
+    connection = await asyncpg.connect(admin_url.replace("postgresql+asyncpg", "postgresql"))
+    try:
+        await connection.execute(statement)
+    finally:
+        await connection.close()
+
+
+@dataclass
+class Server:
+    backend: Backend
+    log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/graphql"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/graphql"
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def secret_key(self) -> str:
+        return self.env["SPACEDOCK_SECRET_KEY"]
+
+    def start(self) -> Server:
+        self.env = {
+            **os.environ,
+            "SPACEDOCK_DATABASE_URL": self.backend.url,
+            "SPACEDOCK_SECRET_KEY": SecretBox.generate_key(),
+            **self.env,
+        }
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "api", "serve", "--port", str(self.port)],
+            cwd=REPO,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.log()}")
+            try:
+                with urllib.request.urlopen(f"{self.base}/readyz", timeout=1) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"server not ready in {timeout}s:\n{self.log()}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def metric(self, name: str) -> float:
+        with urllib.request.urlopen(f"{self.base}/metrics", timeout=5) as response:
+            for line in response.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        raise KeyError(name)
+
+
+async def mint_token(database_url: str, org: str, role: str) -> str:
+    """A token for `org` (created if needed), written the way `spacedock token create` does."""
+    from core.events import InProcessBus
+    from core.health import HealthRule
+    from core.rbac import Role
+    from core.services import Services
+    from core.tokens import create_token
+    from db.engine import Database
+
+    database = Database(database_url)
+    services = Services(
+        database=database,
+        bus=InProcessBus(),
+        secrets=SecretBox(SecretBox.generate_key()),
+        health=HealthRule(60),
+    )
+    try:
+        async with services.unit() as unit:
+            _, token = await create_token(unit, org, Role(role.upper()))
+    finally:
+        await database.dispose()
+    return token
