@@ -1,0 +1,44 @@
+# The two commands the README leads with: `make serve` and `make test`.
+# Each installs what it needs first, so both work on a fresh machine.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+GRAPHIQL := api/graphiql
+
+.PHONY: install graphiql browser serve test lint bench schema
+
+install: $(VENV)/.installed graphiql
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+# GraphiQL and React from the npm registry, pinned in package.json; served by us, never from a CDN.
+graphiql: $(GRAPHIQL)/node_modules/.installed
+
+$(GRAPHIQL)/node_modules/.installed: $(GRAPHIQL)/package.json
+	npm install --prefix $(GRAPHIQL) --no-audit --no-fund --no-package-lock --loglevel=error
+	touch $@
+
+# Headless Chromium for the GraphiQL browser test (Debian's package).
+browser:
+	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
+serve: install
+	$(BIN)/spacedock serve
+
+test: install browser
+	$(BIN)/pytest -q
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy .
+	$(BIN)/lint-imports
+	$(BIN)/spacedock export-schema --check
+
+schema: install
+	$(BIN)/spacedock export-schema

@@ -1,0 +1,290 @@
+"""A Kubernetes API server stand-in: HTTPS with its own CA, bearer-token and
+client-certificate auth, `/version`, namespaces with label selectors, a
+generic store for namespaced objects, and `Status` error bodies.
+
+It runs on its own event loop in a background thread, so sync and async tests
+alike can flip its fault switches: `status_code` (answer everything with a
+5xx or 401/403), `delay_s` (slow answers), `refuse()` (stop listening:
+connection refused), `present_wrong_ca()` (a certificate from another CA).
+Paths may carry a prefix (`https://host:port/c17/version`), so one stand-in
+can play many clusters with distinct server URLs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import re
+import ssl
+import tempfile
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from tests.support.pki import CertificateAuthority, KeyPair
+from tests.support.server import free_port
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+ROUTE = re.compile(r"^(?P<prefix>/[^/]*)*?(?P<api>/version/?|/api/v1/.*|/apis/.*)$")
+
+
+def status(code: int, reason: str, message: str) -> web.Response:
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    return web.json_response(body, status=code)
+
+
+def _ssl_context(pair: KeyPair, client_ca_pem: str | None) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    with tempfile.TemporaryDirectory() as directory:
+        cert, key = Path(directory, "tls.crt"), Path(directory, "tls.key")
+        cert.write_text(pair.certificate_pem)
+        key.write_text(pair.key_pem)
+        context.load_cert_chain(cert, key)
+    if client_ca_pem is not None:
+        context.verify_mode = ssl.CERT_OPTIONAL
+        context.load_verify_locations(cadata=client_ca_pem)
+    return context
+
+
+def _matches(labels: dict[str, str], selector: str) -> bool:
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key.strip()) == value.strip():
+                return False
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=", 1)
+            if labels.get(key.strip()) != value.strip():
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+class KubeStandIn:
+    def __init__(self, token: str = "standin-token", git_version: str = "v1.31.2") -> None:
+        self.ca = CertificateAuthority("standin-cluster-ca")
+        self.tokens = {token}
+        self.token = token
+        self.git_version = git_version
+        self.port = free_port()
+        self.status_code: int | None = None
+        self.delay_s = 0.0
+        self.requests: Counter[str] = Counter()
+        self.objects: dict[str, dict[str, dict[str, Any]]] = {}
+        self.namespaces: dict[str, dict[str, Any]] = {}
+        for name in ("default", "kube-system"):
+            self._put_namespace(name, {})
+        self._context = _ssl_context(self.ca.issue("kube-apiserver"), self.ca.pem)
+        self._wrong_context = _ssl_context(CertificateAuthority("impostor-ca").issue("kube-apiserver"), None)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="kube-standin", daemon=True)
+        self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
+        self._serving_wrong_ca = False
+
+    # -- lifecycle -------------------------------------------------------
+    def start(self) -> KubeStandIn:
+        self._thread.start()
+        self._call(self._start_runner())
+        self.listen()
+        return self
+
+    def stop(self) -> None:
+        self._call(self._stop_runner())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> KubeStandIn:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def refuse(self) -> None:
+        """Stop listening: clients get connection refused."""
+        self._call(self._close_site())
+
+    def listen(self) -> None:
+        self._call(self._open_site())
+
+    def present_wrong_ca(self, wrong: bool = True) -> None:
+        self._serving_wrong_ca = wrong
+        self._call(self._close_site())
+        self._call(self._open_site())
+
+    def heal(self) -> None:
+        """Back to a healthy server."""
+        self.status_code = None
+        self.delay_s = 0.0
+        if self._serving_wrong_ca:
+            self.present_wrong_ca(False)
+        elif self._site is None:
+            self.listen()
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def ca_pem(self) -> str:
+        return self.ca.pem
+
+    def client_certificate(self, user: str = "admin") -> KeyPair:
+        return self.ca.issue(user, server=False, groups=("system:masters",))
+
+    # -- internals -------------------------------------------------------
+    def _call(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=10)
+
+    async def _start_runner(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+
+    async def _stop_runner(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _open_site(self) -> None:
+        if self._site is not None:
+            return
+        assert self._runner is not None
+        context = self._wrong_context if self._serving_wrong_ca else self._context
+        self._site = web.TCPSite(self._runner, "127.0.0.1", self.port, ssl_context=context, reuse_address=True)
+        await self._site.start()
+
+    async def _close_site(self) -> None:
+        if self._site is not None:
+            await self._site.stop()
+            self._site = None
+
+    def _put_namespace(self, name: str, labels: dict[str, str]) -> dict[str, Any]:
+        namespace = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": name,
+                "labels": {"kubernetes.io/metadata.name": name, **labels},
+                "creationTimestamp": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "uid": f"uid-{name}",
+                "resourceVersion": "1",
+            },
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active"},
+        }
+        self.namespaces[name] = namespace
+        return namespace
+
+    def _authenticated(self, request: web.Request) -> bool:
+        header = request.headers.get("Authorization", "")
+        if header.startswith("Bearer ") and header[7:] in self.tokens:
+            return True
+        transport = request.transport
+        peer = transport.get_extra_info("peercert") if transport is not None else None
+        return bool(peer)
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        match = ROUTE.match(request.path)
+        api = match.group("api") if match else request.path
+        self.requests[f"{request.method} {api.split('?')[0]}"] += 1
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        if self.status_code is not None:
+            return status(self.status_code, "InternalError" if self.status_code >= 500 else "Failure", "fault injected")
+        if not self._authenticated(request):
+            return status(401, "Unauthorized", "Unauthorized")
+        if api.rstrip("/") == "/version":
+            return web.json_response(self._version())
+        if api == "/api/v1/namespaces":
+            return await (self._create_namespace(request) if request.method == "POST" else self._list_namespaces(request))
+        parts = api.strip("/").split("/")
+        if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 4:
+            return self._one_namespace(request, parts[3])
+        if parts[:3] == ["api", "v1", "nodes"] and len(parts) == 3:
+            return web.json_response({"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": []})
+        return await self._generic(request, api)
+
+    def _version(self) -> dict[str, str]:
+        return {
+            "major": "1",
+            "minor": self.git_version.split(".")[1],
+            "gitVersion": self.git_version,
+            "gitCommit": "0000000000000000000000000000000000000000",
+            "gitTreeState": "clean",
+            "buildDate": "2026-01-01T00:00:00Z",
+            "goVersion": "go1.23.0",
+            "compiler": "gc",
+            "platform": "linux/amd64",
+        }
+
+    async def _list_namespaces(self, request: web.Request) -> web.Response:
+        selector = request.query.get("labelSelector", "")
+        items = [ns for ns in self.namespaces.values() if _matches(ns["metadata"]["labels"], selector)]
+        return web.json_response(
+            {"kind": "NamespaceList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items}
+        )
+
+    async def _create_namespace(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+            name = body["metadata"]["name"]
+        except (ValueError, KeyError, TypeError):
+            return status(400, "BadRequest", "the body is not a Namespace")
+        if not isinstance(name, str) or len(name) > 63 or not DNS_LABEL.match(name):
+            return status(422, "Invalid", f'Namespace "{name}" is invalid: metadata.name: Invalid value')
+        if name in self.namespaces:
+            return status(409, "AlreadyExists", f'namespaces "{name}" already exists')
+        return web.json_response(self._put_namespace(name, body["metadata"].get("labels") or {}), status=201)
+
+    def _one_namespace(self, request: web.Request, name: str) -> web.Response:
+        if name not in self.namespaces:
+            return status(404, "NotFound", f'namespaces "{name}" not found')
+        if request.method == "DELETE":
+            return web.json_response(self.namespaces.pop(name))
+        return web.json_response(self.namespaces[name])
+
+    async def _generic(self, request: web.Request, api: str) -> web.Response:
+        """Namespaced objects: .../namespaces/{ns}/{resource}[/{name}]."""
+        parts = api.strip("/").split("/")
+        try:
+            at = parts.index("namespaces")
+            namespace, resource = parts[at + 1], parts[at + 2]
+        except (ValueError, IndexError):
+            return status(404, "NotFound", f"the server could not find the requested resource {api}")
+        if namespace not in self.namespaces:
+            return status(404, "NotFound", f'namespaces "{namespace}" not found')
+        collection = self.objects.setdefault("/".join([*parts[:at], namespace, resource]), {})
+        name = parts[at + 3] if len(parts) > at + 3 else None
+        if name is None and request.method == "GET":
+            return web.json_response({"kind": "List", "apiVersion": "v1", "metadata": {}, "items": list(collection.values())})
+        if name is None and request.method == "POST":
+            body = json.loads(await request.text())
+            name = body["metadata"]["name"]
+            if name in collection:
+                return status(409, "AlreadyExists", f'{resource} "{name}" already exists')
+            collection[name] = body
+            return web.json_response(body, status=201)
+        if name not in collection:
+            return status(404, "NotFound", f'{resource} "{name}" not found')
+        if request.method == "DELETE":
+            return web.json_response(collection.pop(name))
+        if request.method in ("PUT", "PATCH"):
+            collection[name] = json.loads(await request.text())
+        return web.json_response(collection[name])
