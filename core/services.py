@@ -19,6 +19,7 @@ from core.events import EventBus, Payload
 from core.health import HealthRule
 from core.secrets import SecretBox
 from db.engine import Database
+from providers.credentials import CredentialCache
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -46,6 +47,7 @@ class Services:
     health: HealthRule
     # API servers in these networks are never contacted (besides link-local, always denied).
     deny_networks: tuple[IPNetwork, ...] = ()
+    credentials: CredentialCache = field(default_factory=CredentialCache)
     # Set when a space needs probing now (registration, a lifted hold).
     probe_wanted: asyncio.Event = field(default_factory=asyncio.Event)
 

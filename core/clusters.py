@@ -1,0 +1,44 @@
+"""From a space to a credential for its cluster.
+
+A revoked grant is checked before any cached credential is used, so revoking
+access takes effect on the very next call.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from core import accounts
+from core.services import Services
+from core.spaces import public_config
+from db import cloud_accounts as account_repo
+from db.tables import Space
+from providers.credentials import ClusterCredentials, ClusterTarget
+from providers.errors import PermanentError
+
+ACCESS_REVOKED = "cluster access revoked"
+
+
+async def credentials_for(session: AsyncSession, services: Services, space: Space) -> ClusterCredentials:
+    """A valid credential for the space's cluster, or a ProviderError saying why not."""
+    config = public_config(space)
+    account_credentials = None
+    if space.provider != "GENERIC":
+        if space.cloud_account_id is None:
+            services.credentials.forget(space.id)
+            raise PermanentError(f"{ACCESS_REVOKED}: the cloud account was deleted")
+        key = accounts.cluster_key(space.provider, config.get("region"), config["clusterName"], config.get("resourceGroup"))
+        if await account_repo.grant(session, space.cloud_account_id, key) is None:
+            services.credentials.forget(space.id)
+            raise PermanentError(f"{ACCESS_REVOKED}: grantClusterAccess to restore it")
+        found = await account_repo.accounts_by_ids(session, space.org_id, [space.cloud_account_id])
+        account_credentials = services.secrets.open(found[0].credentials_ciphertext) if found else None
+    secret = services.secrets.open(space.secret_ciphertext) if space.secret_ciphertext else {}
+    target = ClusterTarget(
+        space_id=space.id,
+        provider=space.provider,
+        config=config,
+        secret=secret,
+        account_credentials=account_credentials,
+    )
+    return await services.credentials.get(target)

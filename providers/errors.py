@@ -1,0 +1,72 @@
+"""Our own error hierarchy at the provider boundary, with reasons people can tell apart.
+
+Every failure to reach a cloud or a cluster becomes a `ProviderError` whose
+`reason` starts with one of the words in DESIGN.md (`DNS`, `connection
+refused`, `TLS`, `401 unauthorized`, `403 forbidden`, `timeout`, `HTTP 5xx`,
+`cluster access revoked`). `TemporaryError` carries a retry delay; the SDK
+error is chained as `__cause__` and never put in the reason, so that no
+token or key can leak through a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+
+import aiohttp
+
+
+class ProviderError(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class TemporaryError(ProviderError):
+    def __init__(self, reason: str, delay_s: float = 5.0) -> None:
+        super().__init__(reason)
+        self.delay_s = delay_s
+
+
+class PermanentError(ProviderError):
+    pass
+
+
+def for_status(status: int, server_message: str = "") -> ProviderError:
+    """The error for an HTTP status the API server answered with."""
+    detail = f": {server_message}" if server_message else ""
+    if status == 401:
+        return PermanentError(f"401 unauthorized: the cluster rejected the credential{detail}")
+    if status == 403:
+        return PermanentError(f"403 forbidden: the credential lacks permission{detail}")
+    if status >= 500:
+        return TemporaryError(f"HTTP {status} from the API server{detail}")
+    return PermanentError(f"HTTP {status} from the API server{detail}")
+
+
+def for_exception(error: BaseException, timeout_s: float | None = None) -> ProviderError:
+    """Names a transport failure; the original is chained by the caller (`raise ... from`)."""
+    if isinstance(error, ProviderError):
+        return error
+    if isinstance(error, (TimeoutError, asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+        after = f" after {timeout_s:g}s" if timeout_s else ""
+        return TemporaryError(f"timeout: no answer from the API server{after}")
+    if isinstance(error, aiohttp.ClientConnectorCertificateError) or isinstance(error, ssl.SSLError):
+        return PermanentError(
+            "TLS: the API server's certificate is not signed by the configured CA "
+            "(or the handshake failed); check caCert"
+        )
+    if isinstance(error, aiohttp.ClientConnectorDNSError) or isinstance(error, socket.gaierror):
+        return TemporaryError("DNS: the API server's host name does not resolve")
+    if isinstance(error, aiohttp.ClientConnectorError):
+        if isinstance(error.os_error, ConnectionRefusedError):
+            return TemporaryError("connection refused: nothing listens at the API server address")
+        if isinstance(error.os_error, ssl.SSLError):
+            return PermanentError("TLS: the handshake with the API server failed; check caCert")
+        return TemporaryError(f"connection failed: {error.os_error.strerror or 'unreachable'}")
+    if isinstance(error, ConnectionRefusedError):
+        return TemporaryError("connection refused: nothing listens at the API server address")
+    if isinstance(error, (aiohttp.ClientError, OSError)):
+        return TemporaryError(f"connection failed: {type(error).__name__}")
+    return PermanentError(f"unexpected failure: {type(error).__name__}")
