@@ -22,7 +22,6 @@ ACCESS_REVOKED = "cluster access revoked"
 async def credentials_for(session: AsyncSession, services: Services, space: Space) -> ClusterCredentials:
     """A valid credential for the space's cluster, or a ProviderError saying why not."""
     config = public_config(space)
-    account_credentials = None
     if space.provider != "GENERIC":
         if space.cloud_account_id is None:
             services.credentials.forget(space.id)
@@ -31,14 +30,18 @@ async def credentials_for(session: AsyncSession, services: Services, space: Spac
         if await account_repo.grant(session, space.cloud_account_id, key) is None:
             services.credentials.forget(space.id)
             raise PermanentError(f"{ACCESS_REVOKED}: grantClusterAccess to restore it")
-        found = await account_repo.accounts_by_ids(session, space.org_id, [space.cloud_account_id])
-        account_credentials = services.secrets.open(found[0].credentials_ciphertext) if found else None
-    secret = services.secrets.open(space.secret_ciphertext) if space.secret_ciphertext else {}
-    target = ClusterTarget(
-        space_id=space.id,
-        provider=space.provider,
-        config=config,
-        secret=secret,
-        account_credentials=account_credentials,
-    )
-    return await services.credentials.get(target)
+
+    async def target() -> ClusterTarget:
+        account_credentials = None
+        if space.cloud_account_id is not None:
+            found = await account_repo.accounts_by_ids(session, space.org_id, [space.cloud_account_id])
+            account_credentials = services.secrets.open(found[0].credentials_ciphertext) if found else None
+        return ClusterTarget(
+            space_id=space.id,
+            provider=space.provider,
+            config=config,
+            secret=services.secrets.open(space.secret_ciphertext) if space.secret_ciphertext else {},
+            account_credentials=account_credentials,
+        )
+
+    return await services.credentials.get(space.id, target)

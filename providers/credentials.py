@@ -7,7 +7,7 @@ or printed credential shows no key material.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -63,13 +63,13 @@ class CredentialCache:
     def __init__(self) -> None:
         self._entries: dict[str, ClusterCredentials] = {}
 
-    async def get(self, target: ClusterTarget) -> ClusterCredentials:
-        now = datetime.now(UTC)
-        cached = self._entries.get(target.space_id)
-        if cached is not None and cached.fresh(now):
+    async def get(self, space_id: str, target: Callable[[], Awaitable[ClusterTarget]]) -> ClusterCredentials:
+        """The cached credential, or one minted from `target()`, built only on a miss."""
+        cached = self._entries.get(space_id)
+        if cached is not None and cached.fresh(datetime.now(UTC)):
             return cached
-        minted = await mint(target)
-        self._entries[target.space_id] = minted
+        minted = await mint(await target())
+        self._entries[space_id] = minted
         return minted
 
     def forget(self, space_id: str) -> None:
