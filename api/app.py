@@ -55,7 +55,9 @@ def create_app(settings: Settings) -> Starlette:
             await services.database.ping()
         except Exception as error:  # any failure means "not ready"; the reason is logged
             log.warning("readiness check failed: %s", type(error).__name__)
-            return JSONResponse({"status": "unavailable", "database": "unreachable"}, status_code=503)
+            return JSONResponse(
+                {"status": "unavailable", "database": "unreachable"}, status_code=503
+            )
         return JSONResponse({"status": "ok", "database": "reachable"})
 
     async def metrics(request: Request) -> Response:

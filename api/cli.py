@@ -54,7 +54,9 @@ def _export_schema(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.check:
         if SDL_PATH.read_text() != sdl():
-            print(f"{SDL_PATH} differs from the code; run `spacedock export-schema`", file=sys.stderr)
+            print(
+                f"{SDL_PATH} differs from the code; run `spacedock export-schema`", file=sys.stderr
+            )
             return 1
         return 0
     SDL_PATH.write_text(sdl())
@@ -85,7 +87,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     logging.getLogger("alembic").setLevel(logging.WARNING)
     args = parser().parse_args(argv)
     try:

@@ -69,7 +69,9 @@ class GraphQLView(GraphQL[Context, None]):
                 scope.setdefault("state", {})["viewer"] = viewer
         await super().__call__(scope, receive, send)
 
-    async def get_context(self, request: Request | WebSocket, response: Response | WebSocket | None = None) -> Context:
+    async def get_context(
+        self, request: Request | WebSocket, response: Response | WebSocket | None = None
+    ) -> Context:
         return Context(services=self.services, viewer=request.scope.get("state", {}).get("viewer"))
 
     async def on_ws_connect(self, context: Context) -> None:

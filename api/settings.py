@@ -52,7 +52,9 @@ class Settings:
     probe_timeout_s: float = 5.0
     probe_failure_threshold: int = 3
     probe_concurrency: int = 256
-    cluster_deny_cidrs: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = field(default=())
+    cluster_deny_cidrs: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = field(
+        default=()
+    )
 
     @classmethod
     def from_env(cls) -> Settings:

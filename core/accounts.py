@@ -47,7 +47,9 @@ class ClusterRef:
     resource_group: str | None = None
 
 
-def cluster_key(provider: str, region: str | None, cluster_name: str, resource_group: str | None) -> str:
+def cluster_key(
+    provider: str, region: str | None, cluster_name: str, resource_group: str | None
+) -> str:
     """Grants are keyed per provider: AZURE by resource group, the others by region."""
     if provider == "AZURE":
         return f"{(resource_group or '').lower()}/{cluster_name}"
@@ -55,7 +57,12 @@ def cluster_key(provider: str, region: str | None, cluster_name: str, resource_g
 
 
 def _text(
-    problems: Problems, credentials: Mapping[str, Any], key: str, required: bool, pattern: re.Pattern[str] | None = None, what: str = ""
+    problems: Problems,
+    credentials: Mapping[str, Any],
+    key: str,
+    required: bool,
+    pattern: re.Pattern[str] | None = None,
+    what: str = "",
 ) -> str | None:
     value = credentials.get(key)
     if value is None:
@@ -73,18 +80,36 @@ def _text(
 
 def _aws(problems: Problems, credentials: Mapping[str, Any]) -> dict[str, Any]:
     checked: dict[str, Any] = {
-        "accessKeyId": _text(problems, credentials, "accessKeyId", True, AWS_ACCESS_KEY_ID, "16-128 uppercase letters and digits"),
+        "accessKeyId": _text(
+            problems,
+            credentials,
+            "accessKeyId",
+            True,
+            AWS_ACCESS_KEY_ID,
+            "16-128 uppercase letters and digits",
+        ),
         "secretAccessKey": _text(problems, credentials, "secretAccessKey", True),
         "sessionToken": _text(problems, credentials, "sessionToken", False),
-        "roleArn": _text(problems, credentials, "roleArn", False, AWS_ROLE_ARN, "an IAM role ARN (arn:aws:iam::123456789012:role/name)"),
+        "roleArn": _text(
+            problems,
+            credentials,
+            "roleArn",
+            False,
+            AWS_ROLE_ARN,
+            "an IAM role ARN (arn:aws:iam::123456789012:role/name)",
+        ),
         "externalId": _text(problems, credentials, "externalId", False),
     }
     regions = credentials.get("regions")
     if regions is not None:
-        if not isinstance(regions, list) or not regions or not all(
-            isinstance(r, str) and AWS_REGION.match(r) for r in regions
+        if (
+            not isinstance(regions, list)
+            or not regions
+            or not all(isinstance(r, str) and AWS_REGION.match(r) for r in regions)
         ):
-            problems.add(["regions"], "regions must be a non-empty list of AWS regions such as us-east-1")
+            problems.add(
+                ["regions"], "regions must be a non-empty list of AWS regions such as us-east-1"
+            )
         else:
             checked["regions"] = sorted(set(regions))
     return {k: v for k, v in checked.items() if v is not None}
@@ -100,19 +125,33 @@ def _gcp(problems: Problems, credentials: Mapping[str, Any]) -> dict[str, Any]:
         try:
             service_account = json.loads(raw)
         except ValueError:
-            problems.add(["serviceAccountJson"], "serviceAccountJson must be the JSON key file of a service account")
+            problems.add(
+                ["serviceAccountJson"],
+                "serviceAccountJson must be the JSON key file of a service account",
+            )
             return {}
     if not isinstance(service_account, dict) or service_account.get("type") != "service_account":
-        problems.add(["serviceAccountJson"], 'serviceAccountJson must be a key file with "type": "service_account"')
+        problems.add(
+            ["serviceAccountJson"],
+            'serviceAccountJson must be a key file with "type": "service_account"',
+        )
         return {}
-    missing = [k for k in ("client_email", "private_key", "token_uri") if not isinstance(service_account.get(k), str)]
+    missing = [
+        k
+        for k in ("client_email", "private_key", "token_uri")
+        if not isinstance(service_account.get(k), str)
+    ]
     if missing:
         problems.add(["serviceAccountJson"], f"serviceAccountJson lacks {', '.join(missing)}")
     elif "PRIVATE KEY-----" not in service_account["private_key"]:
-        problems.add(["serviceAccountJson"], "serviceAccountJson private_key must be a PEM private key")
+        problems.add(
+            ["serviceAccountJson"], "serviceAccountJson private_key must be a PEM private key"
+        )
     project = credentials.get("projectId", service_account.get("project_id"))
     if not isinstance(project, str) or not GCP_PROJECT.match(project):
-        problems.add(["projectId"], "projectId (or the key file's project_id) must be a GCP project id")
+        problems.add(
+            ["projectId"], "projectId (or the key file's project_id) must be a GCP project id"
+        )
     return {"serviceAccountJson": service_account, "projectId": project}
 
 
@@ -133,10 +172,14 @@ def check_credentials(provider: str, credentials: Any, problems: Problems) -> di
     """The credentials in canonical form, or problems naming each field at fault."""
     at = Problems(*problems.root, "credentials")
     if provider not in CHECKS:
-        problems.add(["provider"], "provider must be AWS, GCP or AZURE; GENERIC spaces need no cloud account")
+        problems.add(
+            ["provider"], "provider must be AWS, GCP or AZURE; GENERIC spaces need no cloud account"
+        )
         return {}
     if not isinstance(credentials, dict):
-        at.add([], f"credentials must be an object with {', '.join(sorted(CREDENTIAL_KEYS[provider]))}")
+        at.add(
+            [], f"credentials must be an object with {', '.join(sorted(CREDENTIAL_KEYS[provider]))}"
+        )
         problems.errors.extend(at.errors)
         return {}
     for unknown in sorted(set(credentials) - CREDENTIAL_KEYS[provider]):
@@ -169,7 +212,9 @@ async def create_account(
     return account
 
 
-async def account_in_org(unit: Unit, viewer: Viewer, account_id: str, field: list[str]) -> CloudAccount:
+async def account_in_org(
+    unit: Unit, viewer: Viewer, account_id: str, field: list[str]
+) -> CloudAccount:
     """The caller's account, or NOT_FOUND whether it is unknown or another org's."""
     found = await repo.accounts_by_ids(unit.session, viewer.org_id, [account_id])
     if not found:
@@ -237,7 +282,9 @@ async def revoke_access(unit: Unit, viewer: Viewer, ref: ClusterRef) -> ClusterG
     key = cluster_key(account.provider, ref.region, ref.cluster_name, ref.resource_group)
     grant = await repo.grant(unit.session, account.id, key)
     if grant is None:
-        raise UserErrors.one(["input", "clusterName"], "this account has no access to that cluster", "NOT_FOUND")
+        raise UserErrors.one(
+            ["input", "clusterName"], "this account has no access to that cluster", "NOT_FOUND"
+        )
     await repo.delete_grant(unit.session, grant)
     return grant
 

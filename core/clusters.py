@@ -19,14 +19,18 @@ from providers.errors import PermanentError
 ACCESS_REVOKED = "cluster access revoked"
 
 
-async def credentials_for(session: AsyncSession, services: Services, space: Space) -> ClusterCredentials:
+async def credentials_for(
+    session: AsyncSession, services: Services, space: Space
+) -> ClusterCredentials:
     """A valid credential for the space's cluster, or a ProviderError saying why not."""
     config = public_config(space)
     if space.provider != "GENERIC":
         if space.cloud_account_id is None:
             services.credentials.forget(space.id)
             raise PermanentError(f"{ACCESS_REVOKED}: the cloud account was deleted")
-        key = accounts.cluster_key(space.provider, config.get("region"), config["clusterName"], config.get("resourceGroup"))
+        key = accounts.cluster_key(
+            space.provider, config.get("region"), config["clusterName"], config.get("resourceGroup")
+        )
         if await account_repo.grant(session, space.cloud_account_id, key) is None:
             services.credentials.forget(space.id)
             raise PermanentError(f"{ACCESS_REVOKED}: grantClusterAccess to restore it")
@@ -34,13 +38,19 @@ async def credentials_for(session: AsyncSession, services: Services, space: Spac
     async def target() -> ClusterTarget:
         account_credentials = None
         if space.cloud_account_id is not None:
-            found = await account_repo.accounts_by_ids(session, space.org_id, [space.cloud_account_id])
-            account_credentials = services.secrets.open(found[0].credentials_ciphertext) if found else None
+            found = await account_repo.accounts_by_ids(
+                session, space.org_id, [space.cloud_account_id]
+            )
+            account_credentials = (
+                services.secrets.open(found[0].credentials_ciphertext) if found else None
+            )
         return ClusterTarget(
             space_id=space.id,
             provider=space.provider,
             config=config,
-            secret=services.secrets.open(space.secret_ciphertext) if space.secret_ciphertext else {},
+            secret=services.secrets.open(space.secret_ciphertext)
+            if space.secret_ciphertext
+            else {},
             account_credentials=account_credentials,
         )
 

@@ -32,7 +32,9 @@ async def _bindable_space(unit: Unit, viewer: Viewer, problems: Problems, space_
     if not found:
         problems.add(["spaceId"], "no such space", "NOT_FOUND")
     elif found[0].deregistered_at is not None:
-        problems.add(["spaceId"], "the space is deregistered; pick a registered space", "PRECONDITION_FAILED")
+        problems.add(
+            ["spaceId"], "the space is deregistered; pick a registered space", "PRECONDITION_FAILED"
+        )
 
 
 def _check_namespace(problems: Problems, namespace: str) -> None:
@@ -40,7 +42,9 @@ def _check_namespace(problems: Problems, namespace: str) -> None:
         problems.add(["namespace"], f"namespace {why}")
 
 
-async def create(unit: Unit, viewer: Viewer, name: str, space_id: str, namespace: str) -> Environment:
+async def create(
+    unit: Unit, viewer: Viewer, name: str, space_id: str, namespace: str
+) -> Environment:
     viewer.require("environment:create")
     problems = Problems("input")
     if (why := display_name_problem(name)) is not None:
@@ -51,13 +55,20 @@ async def create(unit: Unit, viewer: Viewer, name: str, space_id: str, namespace
         problems.add(["name"], f"an environment named {name!r} already exists", "CONFLICT")
     problems.raise_if_any()
     environment = Environment(
-        id=new_id("env"), org_id=viewer.org_id, name=name, space_id=space_id, namespace=namespace, created_at=unit.now
+        id=new_id("env"),
+        org_id=viewer.org_id,
+        name=name,
+        space_id=space_id,
+        namespace=namespace,
+        created_at=unit.now,
     )
     await repo.add(unit.session, environment)
     return environment
 
 
-async def bind(unit: Unit, viewer: Viewer, environment_id: str, space_id: str, namespace: str) -> Environment:
+async def bind(
+    unit: Unit, viewer: Viewer, environment_id: str, space_id: str, namespace: str
+) -> Environment:
     viewer.require("environment:update")
     found = await repo.environments_by_ids(unit.session, viewer.org_id, [environment_id])
     if not found:

@@ -49,7 +49,9 @@ class Problems:
         self.root = root
         self.errors: list[UserError] = []
 
-    def add(self, field: Sequence[str] | None, message: str, code: UserErrorCode = "INVALID") -> None:
+    def add(
+        self, field: Sequence[str] | None, message: str, code: UserErrorCode = "INVALID"
+    ) -> None:
         path = None if field is None else (*self.root, *field)
         self.errors.append(UserError(path, message, code))
 

@@ -55,7 +55,9 @@ class RegisterSpaceRequest:
     synthetic: bool
 
 
-def denied_network(host: str, deny: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]) -> str | None:
+def denied_network(
+    host: str, deny: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+) -> str | None:
     """Why an API server address may not be contacted, if it may not (cloud metadata and
     operator-denied ranges); loopback stays allowed for kind and k3s."""
     try:
@@ -74,7 +76,9 @@ def _check_server(problems: Problems, server: str, deny: tuple[Any, ...]) -> str
         problems.add(["config", "server"], "server must be an https:// URL of the API server")
         return None
     if parts.query or parts.fragment or parts.username:
-        problems.add(["config", "server"], "server must not carry credentials, a query or a fragment")
+        problems.add(
+            ["config", "server"], "server must not carry credentials, a query or a fragment"
+        )
         return None
     if (why := denied_network(parts.hostname, deny)) is not None:
         problems.add(["config", "server"], f"server is not allowed: {why}")
@@ -90,11 +94,20 @@ def _check_generic_secrets(problems: Problems, config: dict[str, str]) -> None:
     token = config.get("serviceAccountToken")
     certificate, key = config.get("clientCertificate"), config.get("clientKey")
     if token is None and certificate is None and key is None:
-        problems.add(["config", "serviceAccountToken"], "serviceAccountToken, or clientCertificate with clientKey, is required")
+        problems.add(
+            ["config", "serviceAccountToken"],
+            "serviceAccountToken, or clientCertificate with clientKey, is required",
+        )
     if token is not None and (certificate is not None or key is not None):
-        problems.add(["config", "serviceAccountToken"], "give serviceAccountToken or a client certificate, not both")
+        problems.add(
+            ["config", "serviceAccountToken"],
+            "give serviceAccountToken or a client certificate, not both",
+        )
     if token is not None and (not token.strip() or any(c.isspace() for c in token.strip())):
-        problems.add(["config", "serviceAccountToken"], "serviceAccountToken must be a bearer token without spaces")
+        problems.add(
+            ["config", "serviceAccountToken"],
+            "serviceAccountToken must be a bearer token without spaces",
+        )
     if (certificate is None) != (key is None):
         missing = "clientKey" if key is None else "clientCertificate"
         problems.add(["config", missing], "clientCertificate and clientKey go together")
@@ -102,15 +115,21 @@ def _check_generic_secrets(problems: Problems, config: dict[str, str]) -> None:
         try:
             x509.load_pem_x509_certificate(certificate.encode())
         except ValueError:
-            problems.add(["config", "clientCertificate"], "clientCertificate must be a PEM certificate")
+            problems.add(
+                ["config", "clientCertificate"], "clientCertificate must be a PEM certificate"
+            )
     if key is not None:
         try:
             serialization.load_pem_private_key(key.encode(), password=None)
         except (ValueError, TypeError):
-            problems.add(["config", "clientKey"], "clientKey must be an unencrypted PEM private key")
+            problems.add(
+                ["config", "clientKey"], "clientKey must be an unencrypted PEM private key"
+            )
 
 
-def _check_config(problems: Problems, provider: str, config: dict[str, str], deny: tuple[Any, ...]) -> None:
+def _check_config(
+    problems: Problems, provider: str, config: dict[str, str], deny: tuple[Any, ...]
+) -> None:
     for field in sorted(set(config) - ALLOWED[provider]):
         owner = "GENERIC spaces" if field in ("server", *GENERIC_SECRETS) else "other providers"
         problems.add(["config", field], f"{field} does not apply to {provider}; it is for {owner}")
@@ -121,12 +140,26 @@ def _check_config(problems: Problems, provider: str, config: dict[str, str], den
         if config.get(field) and (why := cloud_name_problem(config[field])) is not None:
             problems.add(["config", field], f"{field} {why}")
     if config.get("region") and not accounts.REGION.match(config["region"]):
-        problems.add(["config", "region"], "region must be a cloud region or location such as us-east-1")
-    if provider == "AWS" and config.get("region") and not accounts.AWS_REGION.match(config["region"]):
+        problems.add(
+            ["config", "region"], "region must be a cloud region or location such as us-east-1"
+        )
+    if (
+        provider == "AWS"
+        and config.get("region")
+        and not accounts.AWS_REGION.match(config["region"])
+    ):
         problems.add(["config", "region"], "region must be an AWS region such as us-east-1")
-    if provider == "GCP" and config.get("projectId") and not accounts.GCP_PROJECT.match(config["projectId"]):
+    if (
+        provider == "GCP"
+        and config.get("projectId")
+        and not accounts.GCP_PROJECT.match(config["projectId"])
+    ):
         problems.add(["config", "projectId"], "projectId must be a GCP project id")
-    if provider == "AZURE" and config.get("subscriptionId") and not accounts.UUID.match(config["subscriptionId"]):
+    if (
+        provider == "AZURE"
+        and config.get("subscriptionId")
+        and not accounts.UUID.match(config["subscriptionId"])
+    ):
         problems.add(["config", "subscriptionId"], "subscriptionId must be a UUID")
     if provider == "GENERIC" and config.get("server"):
         normalized = _check_server(problems, config["server"], deny)
@@ -153,7 +186,11 @@ def public_config(space: Space) -> dict[str, str]:
 
 
 async def register(
-    unit: Unit, viewer: Viewer, secrets: SecretBox, request: RegisterSpaceRequest, deny: tuple[Any, ...]
+    unit: Unit,
+    viewer: Viewer,
+    secrets: SecretBox,
+    request: RegisterSpaceRequest,
+    deny: tuple[Any, ...],
 ) -> Space:
     viewer.require("space:create")
     problems = Problems("input")
@@ -168,11 +205,15 @@ async def register(
     elif request.cloud_account_id is None:
         problems.add(["cloudAccountId"], f"cloudAccountId is required for {request.provider}")
     else:
-        found = await account_repo.accounts_by_ids(unit.session, viewer.org_id, [request.cloud_account_id])
+        found = await account_repo.accounts_by_ids(
+            unit.session, viewer.org_id, [request.cloud_account_id]
+        )
         if not found:
             problems.add(["cloudAccountId"], "no such cloud account", "NOT_FOUND")
         elif found[0].provider != request.provider:
-            problems.add(["cloudAccountId"], f"this is a {found[0].provider} account, not {request.provider}")
+            problems.add(
+                ["cloudAccountId"], f"this is a {found[0].provider} account, not {request.provider}"
+            )
         else:
             account = found[0]
     problems.raise_if_any()
@@ -181,8 +222,15 @@ async def register(
         scope = accounts.account_project(secrets, account)
         for field in ("projectId", "subscriptionId"):
             if field in config and scope[field] and config[field].lower() != scope[field].lower():
-                problems.add(["config", field], f"{field} must be the account's own ({scope[field]})")
-        key = accounts.cluster_key(request.provider, config.get("region"), config["clusterName"], config.get("resourceGroup"))
+                problems.add(
+                    ["config", field], f"{field} must be the account's own ({scope[field]})"
+                )
+        key = accounts.cluster_key(
+            request.provider,
+            config.get("region"),
+            config["clusterName"],
+            config.get("resourceGroup"),
+        )
         if not problems and await account_repo.grant(unit.session, account.id, key) is None:
             problems.add(
                 ["config", "clusterName"],
@@ -192,9 +240,13 @@ async def register(
     identity = identity_key(request.provider, request.cloud_account_id, config)
     if not problems:
         if await repo.live_space_where(unit.session, viewer.org_id, name=request.name):
-            problems.add(["name"], f"a space named {request.name!r} is already registered", "CONFLICT")
+            problems.add(
+                ["name"], f"a space named {request.name!r} is already registered", "CONFLICT"
+            )
         if await repo.live_space_where(unit.session, viewer.org_id, identity_key=identity):
-            at = ["config", "server"] if request.provider == "GENERIC" else ["config", "clusterName"]
+            at = (
+                ["config", "server"] if request.provider == "GENERIC" else ["config", "clusterName"]
+            )
             problems.add(at, "this cluster is already registered as a space", "CONFLICT")
     problems.raise_if_any()
 
@@ -217,7 +269,11 @@ async def register(
         async with unit.session.begin_nested():
             await repo.add(unit.session, space)
     except IntegrityError as race:
-        raise UserErrors.one(["input", "name"], "a space with this name or cluster was registered just now", "CONFLICT") from race
+        raise UserErrors.one(
+            ["input", "name"],
+            "a space with this name or cluster was registered just now",
+            "CONFLICT",
+        ) from race
     await record_transition(unit, space, None, "UNKNOWN", "registered")
     unit.probe_soon = True
     return space
@@ -230,10 +286,19 @@ async def space_in_org(unit: Unit, viewer: Viewer, space_id: str, field: list[st
     return found[0]
 
 
-async def record_transition(unit: Unit, space: Space, previous: str | None, status: str, reason: str | None) -> None:
+async def record_transition(
+    unit: Unit, space: Space, previous: str | None, status: str, reason: str | None
+) -> None:
     event = await repo.add_event(
         unit.session,
-        SpaceStatusEvent(space_id=space.id, org_id=space.org_id, previous=previous, status=status, reason=reason, at=unit.now),
+        SpaceStatusEvent(
+            space_id=space.id,
+            org_id=space.org_id,
+            previous=previous,
+            status=status,
+            reason=reason,
+            at=unit.now,
+        ),
     )
     unit.publish(SPACE_STATUS, {"event_id": event.id, "space_id": space.id, "org_id": space.org_id})
 
@@ -241,7 +306,9 @@ async def record_transition(unit: Unit, space: Space, previous: str | None, stat
 async def set_status(unit: Unit, viewer: Viewer, space_id: str, status: str) -> Space:
     viewer.require("space:update")
     if status not in ("ACTIVE", "INACTIVE"):
-        raise UserErrors.one(["input", "status"], "status must be ACTIVE (lift a hold) or INACTIVE (hold)")
+        raise UserErrors.one(
+            ["input", "status"], "status must be ACTIVE (lift a hold) or INACTIVE (hold)"
+        )
     space = await space_in_org(unit, viewer, space_id, ["input", "id"])
     if space.deregistered_at is not None:
         raise UserErrors.one(["input", "id"], "the space is deregistered", "PRECONDITION_FAILED")
@@ -265,12 +332,16 @@ async def deregister(unit: Unit, viewer: Viewer, space_id: str) -> Space:
     viewer.require("space:delete")
     space = await space_in_org(unit, viewer, space_id, ["input", "id"])
     if space.deregistered_at is not None:
-        raise UserErrors.one(["input", "id"], "the space is already deregistered", "PRECONDITION_FAILED")
+        raise UserErrors.one(
+            ["input", "id"], "the space is already deregistered", "PRECONDITION_FAILED"
+        )
     space.deregistered_at = unit.now
     unit.session.add(space)
     if space.cloud_account_id is not None:
         config = public_config(space)
-        key = accounts.cluster_key(space.provider, config.get("region"), config["clusterName"], config.get("resourceGroup"))
+        key = accounts.cluster_key(
+            space.provider, config.get("region"), config["clusterName"], config.get("resourceGroup")
+        )
         grant = await account_repo.grant(unit.session, space.cloud_account_id, key)
         if grant is not None:
             await account_repo.delete_grant(unit.session, grant)

@@ -28,7 +28,13 @@ async def create_token(unit: Unit, org_name: str, role: Role) -> tuple[Org, str]
     token = PREFIX + secrets.token_urlsafe(32)
     await repo.add(
         unit.session,
-        ApiToken(id=new_id("tok"), org_id=org.id, role=role.value, token_hash=token_hash(token), created_at=unit.now),
+        ApiToken(
+            id=new_id("tok"),
+            org_id=org.id,
+            role=role.value,
+            token_hash=token_hash(token),
+            created_at=unit.now,
+        ),
     )
     return org, token
 

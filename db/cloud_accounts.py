@@ -21,14 +21,14 @@ async def accounts_by_ids(
     session: AsyncSession, org_id: str, ids: Sequence[str]
 ) -> Sequence[CloudAccount]:
     query = sa.select(CloudAccount).where(
-        CloudAccount.org_id == org_id, col(CloudAccount.id).in_(ids)
+        col(CloudAccount.org_id) == org_id, col(CloudAccount.id).in_(ids)
     )
     return (await session.scalars(query)).all()
 
 
 async def account_by_name(session: AsyncSession, org_id: str, name: str) -> CloudAccount | None:
     query = sa.select(CloudAccount).where(
-        CloudAccount.org_id == org_id, CloudAccount.name == name
+        col(CloudAccount.org_id) == org_id, col(CloudAccount.name) == name
     )
     return (await session.scalars(query)).first()
 
@@ -36,7 +36,7 @@ async def account_by_name(session: AsyncSession, org_id: str, name: str) -> Clou
 async def list_accounts(
     session: AsyncSession, org_id: str, first: int, after: str | None
 ) -> Page[CloudAccount]:
-    query = sa.select(CloudAccount).where(CloudAccount.org_id == org_id)
+    query = sa.select(CloudAccount).where(col(CloudAccount.org_id) == org_id)
     return await page(session, query, CloudAccount.id, first, after)
 
 
@@ -47,14 +47,15 @@ async def delete_account(session: AsyncSession, account: CloudAccount) -> None:
 
 async def live_spaces_using(session: AsyncSession, account_id: str) -> int:
     query = sa.select(sa.func.count()).where(
-        Space.cloud_account_id == account_id, col(Space.deregistered_at).is_(None)
+        col(Space.cloud_account_id) == account_id, col(Space.deregistered_at).is_(None)
     )
     return (await session.scalar(query)) or 0
 
 
 async def grant(session: AsyncSession, account_id: str, cluster_key: str) -> ClusterGrant | None:
     query = sa.select(ClusterGrant).where(
-        ClusterGrant.cloud_account_id == account_id, ClusterGrant.cluster_key == cluster_key
+        col(ClusterGrant.cloud_account_id) == account_id,
+        col(ClusterGrant.cluster_key) == cluster_key,
     )
     return (await session.scalars(query)).first()
 

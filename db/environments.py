@@ -21,20 +21,22 @@ async def environments_by_ids(
     session: AsyncSession, org_id: str, ids: Sequence[str]
 ) -> Sequence[Environment]:
     query = sa.select(Environment).where(
-        Environment.org_id == org_id, col(Environment.id).in_(ids)
+        col(Environment.org_id) == org_id, col(Environment.id).in_(ids)
     )
     return (await session.scalars(query)).all()
 
 
 async def environment_by_name(session: AsyncSession, org_id: str, name: str) -> Environment | None:
-    query = sa.select(Environment).where(Environment.org_id == org_id, Environment.name == name)
+    query = sa.select(Environment).where(
+        col(Environment.org_id) == org_id, col(Environment.name) == name
+    )
     return (await session.scalars(query)).first()
 
 
 async def list_environments(
     session: AsyncSession, org_id: str, first: int, after: str | None
 ) -> Page[Environment]:
-    query = sa.select(Environment).where(Environment.org_id == org_id)
+    query = sa.select(Environment).where(col(Environment.org_id) == org_id)
     return await page(session, query, Environment.id, first, after)
 
 
@@ -49,7 +51,9 @@ async def environments_of_spaces(
     return (await session.scalars(query)).all()
 
 
-async def rebind(session: AsyncSession, environment: Environment, space_id: str, namespace: str) -> None:
+async def rebind(
+    session: AsyncSession, environment: Environment, space_id: str, namespace: str
+) -> None:
     environment.space_id = space_id
     environment.namespace = namespace
     session.add(environment)

@@ -12,7 +12,7 @@ from db.tables import ApiToken, Org
 
 
 async def org_by_name(session: AsyncSession, name: str) -> Org | None:
-    return (await session.scalars(sa.select(Org).where(Org.name == name))).first()
+    return (await session.scalars(sa.select(Org).where(col(Org.name) == name))).first()
 
 
 async def orgs_by_ids(session: AsyncSession, ids: Sequence[str]) -> Sequence[Org]:
@@ -28,8 +28,7 @@ async def token_with_org(session: AsyncSession, token_hash: str) -> tuple[ApiTok
     query = (
         sa.select(ApiToken, Org)
         .join(Org, col(Org.id) == ApiToken.org_id)
-        .where(ApiToken.token_hash == token_hash)
+        .where(col(ApiToken.token_hash) == token_hash)
     )
     row = (await session.execute(query)).first()
     return None if row is None else (row[0], row[1])
-

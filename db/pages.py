@@ -46,7 +46,7 @@ async def pages_by_parent(
 ) -> dict[str, Page[Any]]:
     """One page of children for each parent, in two queries whatever the number of parents."""
     base = [parent_column.in_(parent_ids), *conditions]
-    counts = dict(
+    counts: dict[str, int] = dict(
         (
             await session.execute(
                 sa.select(parent_column, sa.func.count()).where(*base).group_by(parent_column)

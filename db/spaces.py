@@ -32,16 +32,18 @@ async def add(session: AsyncSession, space: Space) -> None:
     await session.flush()
 
 
-async def spaces_by_ids(session: AsyncSession, org_id: str | None, ids: Sequence[str]) -> Sequence[Space]:
+async def spaces_by_ids(
+    session: AsyncSession, org_id: str | None, ids: Sequence[str]
+) -> Sequence[Space]:
     """Spaces by id, deregistered ones included; org_id None only for internal loops."""
     query = sa.select(Space).where(col(Space.id).in_(ids))
     if org_id is not None:
-        query = query.where(Space.org_id == org_id)
+        query = query.where(col(Space.org_id) == org_id)
     return (await session.scalars(query)).all()
 
 
 async def live_space_where(session: AsyncSession, org_id: str, **equal: str) -> Space | None:
-    query = sa.select(Space).where(Space.org_id == org_id, LIVE)
+    query = sa.select(Space).where(col(Space.org_id) == org_id, LIVE)
     for column, value in equal.items():
         query = query.where(getattr(Space, column) == value)
     return (await session.scalars(query)).first()
@@ -60,20 +62,20 @@ async def list_spaces(
     include_deregistered: bool = False,
     cloud_account_id: str | None = None,
 ) -> Page[Space]:
-    query = sa.select(Space).where(Space.org_id == org_id)
+    query = sa.select(Space).where(col(Space.org_id) == org_id)
     status = effective_status(stale_before)
     if not include_deregistered or scalable:
         query = query.where(LIVE)
     if statuses is not None:
         query = query.where(status.in_(statuses))
     if provider is not None:
-        query = query.where(Space.provider == provider)
+        query = query.where(col(Space.provider) == provider)
     if scalable is True:
-        query = query.where(sa.not_(Space.synthetic), status == "ACTIVE")
+        query = query.where(sa.not_(col(Space.synthetic)), status == "ACTIVE")
     elif scalable is False:
         query = query.where(sa.or_(col(Space.synthetic), status != "ACTIVE"))
     if cloud_account_id is not None:
-        query = query.where(Space.cloud_account_id == cloud_account_id)
+        query = query.where(col(Space.cloud_account_id) == cloud_account_id)
     return await page(session, query, Space.id, first, after)
 
 
@@ -82,16 +84,16 @@ async def add_event(session: AsyncSession, event: SpaceStatusEvent) -> SpaceStat
     await session.flush()
     # Keep the newest EVENTS_KEPT_PER_SPACE per space; older history is dropped.
     cutoff = (
-        sa.select(SpaceStatusEvent.id)
-        .where(SpaceStatusEvent.space_id == event.space_id)
-        .order_by(sa.desc(SpaceStatusEvent.id))
+        sa.select(col(SpaceStatusEvent.id))
+        .where(col(SpaceStatusEvent.space_id) == event.space_id)
+        .order_by(sa.desc(col(SpaceStatusEvent.id)))
         .offset(EVENTS_KEPT_PER_SPACE)
         .limit(1)
         .scalar_subquery()
     )
     await session.execute(
         sa.delete(SpaceStatusEvent).where(
-            SpaceStatusEvent.space_id == event.space_id, col(SpaceStatusEvent.id) <= cutoff
+            col(SpaceStatusEvent.space_id) == event.space_id, col(SpaceStatusEvent.id) <= cutoff
         )
     )
     return event
@@ -108,7 +110,7 @@ async def recent_events(
     """The newest `first` events of each space, in one query."""
     rank = (
         sa.func.row_number()
-        .over(partition_by=SpaceStatusEvent.space_id, order_by=sa.desc(SpaceStatusEvent.id))
+        .over(partition_by=SpaceStatusEvent.space_id, order_by=sa.desc(col(SpaceStatusEvent.id)))
         .label("rank")
     )
     ranked = (
@@ -125,4 +127,4 @@ async def recent_events(
 
 
 async def update(session: AsyncSession, space_id: str, **values: Any) -> None:
-    await session.execute(sa.update(Space).where(Space.id == space_id).values(**values))
+    await session.execute(sa.update(Space).where(col(Space.id) == space_id).values(**values))

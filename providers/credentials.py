@@ -63,7 +63,9 @@ class CredentialCache:
     def __init__(self) -> None:
         self._entries: dict[str, ClusterCredentials] = {}
 
-    async def get(self, space_id: str, target: Callable[[], Awaitable[ClusterTarget]]) -> ClusterCredentials:
+    async def get(
+        self, space_id: str, target: Callable[[], Awaitable[ClusterTarget]]
+    ) -> ClusterCredentials:
         """The cached credential, or one minted from `target()`, built only on a miss."""
         cached = self._entries.get(space_id)
         if cached is not None and cached.fresh(datetime.now(UTC)):

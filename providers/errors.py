@@ -52,12 +52,12 @@ def for_exception(error: BaseException, timeout_s: float | None = None) -> Provi
     if isinstance(error, (TimeoutError, asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
         after = f" after {timeout_s:g}s" if timeout_s else ""
         return TemporaryError(f"timeout: no answer from the API server{after}")
-    if isinstance(error, aiohttp.ClientConnectorCertificateError) or isinstance(error, ssl.SSLError):
+    if isinstance(error, (aiohttp.ClientConnectorCertificateError, ssl.SSLError)):
         return PermanentError(
             "TLS: the API server's certificate is not signed by the configured CA "
             "(or the handshake failed); check caCert"
         )
-    if isinstance(error, aiohttp.ClientConnectorDNSError) or isinstance(error, socket.gaierror):
+    if isinstance(error, (aiohttp.ClientConnectorDNSError, socket.gaierror)):
         return TemporaryError("DNS: the API server's host name does not resolve")
     if isinstance(error, aiohttp.ClientConnectorError):
         if isinstance(error.os_error, ConnectionRefusedError):

@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from sqlmodel import col
 from strawberry.dataloader import DataLoader
 
 from core.services import Services
@@ -88,8 +89,14 @@ class Loaders:
             for first, after in {(first, after) for _, first, after in keys}:
                 ids = [key[0] for key in keys if key[1:] == (first, after)]
                 pages = await pages_by_parent(
-                    session, Space, Space.cloud_account_id, ids, first, after,
-                    Space.org_id == self.org_id, spaces.LIVE,
+                    session,
+                    Space,
+                    Space.cloud_account_id,
+                    ids,
+                    first,
+                    after,
+                    col(Space.org_id) == self.org_id,
+                    spaces.LIVE,
                 )
                 results.update({(account, first, after): pages[account] for account in ids})
         return [results[key] for key in keys]

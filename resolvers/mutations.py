@@ -24,20 +24,31 @@ async def run(context: Context, action: Callable[[Unit, Viewer], Awaitable[T]]) 
         return None, refused.errors
 
 
-async def create_cloud_account(context: Context, name: str, provider: str, credentials: Any) -> Outcome[CloudAccount]:
+async def create_cloud_account(
+    context: Context, name: str, provider: str, credentials: Any
+) -> Outcome[CloudAccount]:
     secrets = context.services.secrets
-    return await run(context, lambda unit, viewer: accounts.create_account(unit, viewer, secrets, name, provider, credentials))
+    return await run(
+        context,
+        lambda unit, viewer: accounts.create_account(
+            unit, viewer, secrets, name, provider, credentials
+        ),
+    )
 
 
 async def delete_cloud_account(context: Context, account_id: str) -> Outcome[str]:
-    return await run(context, lambda unit, viewer: accounts.delete_account(unit, viewer, account_id))
+    return await run(
+        context, lambda unit, viewer: accounts.delete_account(unit, viewer, account_id)
+    )
 
 
 async def grant_cluster_access(context: Context, ref: accounts.ClusterRef) -> Outcome[ClusterGrant]:
     return await run(context, lambda unit, viewer: accounts.grant_access(unit, viewer, ref))
 
 
-async def revoke_cluster_access(context: Context, ref: accounts.ClusterRef) -> Outcome[ClusterGrant]:
+async def revoke_cluster_access(
+    context: Context, ref: accounts.ClusterRef
+) -> Outcome[ClusterGrant]:
     return await run(context, lambda unit, viewer: accounts.revoke_access(unit, viewer, ref))
 
 
@@ -45,21 +56,34 @@ async def register_space(context: Context, request: spaces.RegisterSpaceRequest)
     services = context.services
     return await run(
         context,
-        lambda unit, viewer: spaces.register(unit, viewer, services.secrets, request, services.deny_networks),
+        lambda unit, viewer: spaces.register(
+            unit, viewer, services.secrets, request, services.deny_networks
+        ),
     )
 
 
 async def set_space_status(context: Context, space_id: str, status: str) -> Outcome[Space]:
-    return await run(context, lambda unit, viewer: spaces.set_status(unit, viewer, space_id, status))
+    return await run(
+        context, lambda unit, viewer: spaces.set_status(unit, viewer, space_id, status)
+    )
 
 
 async def deregister_space(context: Context, space_id: str) -> Outcome[Space]:
     return await run(context, lambda unit, viewer: spaces.deregister(unit, viewer, space_id))
 
 
-async def create_environment(context: Context, name: str, space_id: str, namespace: str) -> Outcome[Environment]:
-    return await run(context, lambda unit, viewer: environments.create(unit, viewer, name, space_id, namespace))
+async def create_environment(
+    context: Context, name: str, space_id: str, namespace: str
+) -> Outcome[Environment]:
+    return await run(
+        context, lambda unit, viewer: environments.create(unit, viewer, name, space_id, namespace)
+    )
 
 
-async def bind_environment(context: Context, environment_id: str, space_id: str, namespace: str) -> Outcome[Environment]:
-    return await run(context, lambda unit, viewer: environments.bind(unit, viewer, environment_id, space_id, namespace))
+async def bind_environment(
+    context: Context, environment_id: str, space_id: str, namespace: str
+) -> Outcome[Environment]:
+    return await run(
+        context,
+        lambda unit, viewer: environments.bind(unit, viewer, environment_id, space_id, namespace),
+    )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from strawberry.dataloader import DataLoader
+
 from core import environments as environment_rules
 from core import spaces as space_rules
 from core.ids import kind_of
@@ -26,7 +28,9 @@ class SpaceFilter:
     include_deregistered: bool = False
 
 
-async def cloud_accounts_page(context: Context, first: int | None, after: str | None) -> Page[CloudAccount]:
+async def cloud_accounts_page(
+    context: Context, first: int | None, after: str | None
+) -> Page[CloudAccount]:
     context.caller.require_to_read("cloudaccount:view")
     first, after = window(first, after)
     async with context.services.read() as session:
@@ -60,7 +64,9 @@ async def spaces_of_account(
     return await context.loaders.spaces_of_account.load((account_id, first, after))
 
 
-async def environments_page(context: Context, first: int | None, after: str | None) -> Page[Environment]:
+async def environments_page(
+    context: Context, first: int | None, after: str | None
+) -> Page[Environment]:
     context.caller.require_to_read("environment:view")
     first, after = window(first, after)
     async with context.services.read() as session:
@@ -82,12 +88,13 @@ async def node(context: Context, object_id: str) -> tuple[str, Any] | None:
         return None
     context.caller.require_to_read(VIEW_POLICY[kind])
     loaders = context.loaders
-    loader = {
+    by_kind: dict[str, DataLoader[str, Any]] = {
         "Org": loaders.org,
         "CloudAccount": loaders.cloud_account,
         "Space": loaders.space,
         "Environment": loaders.environment,
-    }[kind]
+    }
+    loader = by_kind[kind]
     row = await loader.load(object_id)
     if row is None or (kind == "Org" and object_id != context.caller.org_id):
         return None
@@ -107,8 +114,12 @@ def space_status(context: Context, space: Space) -> str:
     return context.services.health.status_of(space, utcnow())[0]
 
 
-async def status_events(context: Context, space_id: str, first: int | None) -> list[SpaceStatusEvent]:
-    return await context.loaders.recent_events.load((space_id, checked_first(first, DEFAULT_EVENTS)))
+async def status_events(
+    context: Context, space_id: str, first: int | None
+) -> list[SpaceStatusEvent]:
+    return await context.loaders.recent_events.load(
+        (space_id, checked_first(first, DEFAULT_EVENTS))
+    )
 
 
 async def environment_gate(context: Context, environment: Environment) -> str | None:

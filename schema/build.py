@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import strawberry
@@ -32,10 +33,10 @@ schema = SpacedockSchema(
     mutation=Mutation,
     types=[Org, CloudAccount, Space, Environment],
     extensions=[
-        QueryDepthLimiter(max_depth=MAX_DEPTH),
-        MaxAliasesLimiter(max_alias_count=MAX_ALIASES),
-        MaxTokensLimiter(max_token_count=MAX_TOKENS),
-        ErrorPolicy(),
+        partial(QueryDepthLimiter, max_depth=MAX_DEPTH),
+        partial(MaxAliasesLimiter, max_alias_count=MAX_ALIASES),
+        partial(MaxTokensLimiter, max_token_count=MAX_TOKENS),
+        ErrorPolicy,
     ],
 )
 

@@ -69,7 +69,8 @@ class SpaceConfigInput:
         default=None, description="GENERIC only: PEM client certificate. Never returned."
     )
     client_key: str | None = strawberry.field(
-        default=None, description="GENERIC only: PEM private key of clientCertificate. Never returned."
+        default=None,
+        description="GENERIC only: PEM private key of clientCertificate. Never returned.",
     )
 
     def given(self) -> dict[str, str]:
@@ -86,7 +87,11 @@ class SpaceConfigInput:
             "client_certificate": "clientCertificate",
             "client_key": "clientKey",
         }
-        return {name: getattr(self, attr) for attr, name in names.items() if getattr(self, attr) is not None}
+        return {
+            name: getattr(self, attr)
+            for attr, name in names.items()
+            if getattr(self, attr) is not None
+        }
 
 
 @strawberry.input
@@ -94,7 +99,9 @@ class RegisterSpaceInput:
     name: str
     provider: Provider
     config: SpaceConfigInput
-    space_type: SpaceType | None = strawberry.field(default=None, description="Defaults to KUBERNETES.")
+    space_type: SpaceType | None = strawberry.field(
+        default=None, description="Defaults to KUBERNETES."
+    )
     cloud_account_id: strawberry.ID | None = strawberry.field(
         default=None, description="Required unless provider is GENERIC."
     )

@@ -25,34 +25,44 @@ from schema.payloads import (
     SpacePayload,
     payload,
 )
-from schema.types import ClusterAccess, CloudAccount, Environment, GraphInfo, Space
+from schema.types import CloudAccount, ClusterAccess, Environment, GraphInfo, Space
 
 
 def _cluster_ref(input: ClusterAccessInput) -> ClusterRef:
-    return ClusterRef(input.cloud_account_id, input.region, input.cluster_name, input.resource_group)
+    return ClusterRef(
+        input.cloud_account_id, input.region, input.cluster_name, input.resource_group
+    )
 
 
 @strawberry.type
 class Mutation:
     @strawberry.mutation
-    async def create_cloud_account(self, info: GraphInfo, input: CreateCloudAccountInput) -> CloudAccountPayload:
+    async def create_cloud_account(
+        self, info: GraphInfo, input: CreateCloudAccountInput
+    ) -> CloudAccountPayload:
         outcome = await mutations.create_cloud_account(
             info.context, input.name, input.provider.value, input.credentials
         )
         return payload(CloudAccountPayload, "cloud_account", outcome, CloudAccount.from_row)
 
     @strawberry.mutation
-    async def delete_cloud_account(self, info: GraphInfo, input: DeleteCloudAccountInput) -> DeletePayload:
+    async def delete_cloud_account(
+        self, info: GraphInfo, input: DeleteCloudAccountInput
+    ) -> DeletePayload:
         outcome = await mutations.delete_cloud_account(info.context, input.id)
         return payload(DeletePayload, "deleted_id", outcome, strawberry.ID)
 
     @strawberry.mutation
-    async def grant_cluster_access(self, info: GraphInfo, input: ClusterAccessInput) -> ClusterAccessPayload:
+    async def grant_cluster_access(
+        self, info: GraphInfo, input: ClusterAccessInput
+    ) -> ClusterAccessPayload:
         outcome = await mutations.grant_cluster_access(info.context, _cluster_ref(input))
         return payload(ClusterAccessPayload, "cluster_access", outcome, ClusterAccess.from_row)
 
     @strawberry.mutation
-    async def revoke_cluster_access(self, info: GraphInfo, input: ClusterAccessInput) -> ClusterAccessPayload:
+    async def revoke_cluster_access(
+        self, info: GraphInfo, input: ClusterAccessInput
+    ) -> ClusterAccessPayload:
         outcome = await mutations.revoke_cluster_access(info.context, _cluster_ref(input))
         return payload(ClusterAccessPayload, "cluster_access", outcome, ClusterAccess.from_row)
 
@@ -80,11 +90,19 @@ class Mutation:
         return payload(SpacePayload, "space", outcome, Space.from_row)
 
     @strawberry.mutation
-    async def create_environment(self, info: GraphInfo, input: CreateEnvironmentInput) -> EnvironmentPayload:
-        outcome = await mutations.create_environment(info.context, input.name, input.space_id, input.namespace)
+    async def create_environment(
+        self, info: GraphInfo, input: CreateEnvironmentInput
+    ) -> EnvironmentPayload:
+        outcome = await mutations.create_environment(
+            info.context, input.name, input.space_id, input.namespace
+        )
         return payload(EnvironmentPayload, "environment", outcome, Environment.from_row)
 
     @strawberry.mutation
-    async def bind_environment(self, info: GraphInfo, input: BindEnvironmentInput) -> EnvironmentPayload:
-        outcome = await mutations.bind_environment(info.context, input.id, input.space_id, input.namespace)
+    async def bind_environment(
+        self, info: GraphInfo, input: BindEnvironmentInput
+    ) -> EnvironmentPayload:
+        outcome = await mutations.bind_environment(
+            info.context, input.id, input.space_id, input.namespace
+        )
         return payload(EnvironmentPayload, "environment", outcome, Environment.from_row)

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import strawberry
 
 from core import errors
-from schema.types import ClusterAccess, CloudAccount, Environment, Space
+from schema.types import CloudAccount, ClusterAccess, Environment, Space
 
 
 @strawberry.type
@@ -67,8 +67,13 @@ R = TypeVar("R")
 
 
 def payload(
-    kind: type[P], field: str, outcome: tuple[R | None, list[errors.UserError]], wrap: Callable[[R], Any]
+    kind: type[P],
+    field: str,
+    outcome: tuple[R | None, list[errors.UserError]],
+    wrap: Callable[[R], Any],
 ) -> P:
     """The payload for an outcome: the wrapped object on success, the userErrors otherwise."""
     value, problems = outcome
-    return kind(**{field: None if value is None else wrap(value), "user_errors": user_errors(problems)})
+    return kind(
+        **{field: None if value is None else wrap(value), "user_errors": user_errors(problems)}
+    )

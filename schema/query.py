@@ -39,7 +39,9 @@ class Query:
     async def cloud_accounts(
         self, info: GraphInfo, first: int | None = None, after: str | None = None
     ) -> Connection[CloudAccount]:
-        return Connection.of(await reads.cloud_accounts_page(info.context, first, after), CloudAccount)
+        return Connection.of(
+            await reads.cloud_accounts_page(info.context, first, after), CloudAccount
+        )
 
     @strawberry.field
     async def cloud_account(self, info: GraphInfo, id: strawberry.ID) -> CloudAccount | None:
@@ -74,4 +76,3 @@ class Query:
         self, info: GraphInfo, first: int | None = None, after: str | None = None
     ) -> Connection[Environment]:
         return Connection.of(await reads.environments_page(info.context, first, after), Environment)
-

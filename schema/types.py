@@ -4,7 +4,7 @@ the request's DataLoaders, so nested lists never turn into N+1 queries."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import strawberry
 from strawberry import Private
@@ -47,13 +47,15 @@ class Connection(Generic[T]):
     total_count: int
 
     @classmethod
-    def of(cls, page: Page[tables.SQLModel], wrap: type[T]) -> Connection[T]:
+    def of(cls, page: Page[Any], wrap: type[T]) -> Connection[T]:
         nodes = [wrap.from_row(row) for row in page.items]  # type: ignore[attr-defined]
         cursors = [encode_cursor(row.id) for row in page.items]
         return cls(
             edges=[Edge(cursor=c, node=n) for c, n in zip(cursors, nodes, strict=True)],
             nodes=nodes,
-            page_info=PageInfo(has_next_page=page.has_next, end_cursor=cursors[-1] if cursors else None),
+            page_info=PageInfo(
+                has_next_page=page.has_next, end_cursor=cursors[-1] if cursors else None
+            ),
             total_count=page.total,
         )
 
@@ -132,7 +134,9 @@ class SpaceConfig:
     project_id: str | None = None
     resource_group: str | None = None
     subscription_id: str | None = None
-    server: str | None = strawberry.field(default=None, description="API server URL (GENERIC spaces).")
+    server: str | None = strawberry.field(
+        default=None, description="API server URL (GENERIC spaces)."
+    )
 
 
 @strawberry.type
@@ -213,7 +217,9 @@ class Space(Node):
     def status(self, info: GraphInfo) -> SpaceStatus:
         return SpaceStatus(reads.space_status(info.context, self.row))
 
-    @strawberry.field(description="True while an operator hold (setSpaceStatus INACTIVE) is in force.")
+    @strawberry.field(
+        description="True while an operator hold (setSpaceStatus INACTIVE) is in force."
+    )
     def held(self) -> bool:
         return self.row.held
 
@@ -231,7 +237,9 @@ class Space(Node):
         )
 
     @strawberry.field(description="Most recent first.")
-    async def status_events(self, info: GraphInfo, first: int | None = None) -> list[SpaceStatusEvent]:
+    async def status_events(
+        self, info: GraphInfo, first: int | None = None
+    ) -> list[SpaceStatusEvent]:
         rows = await reads.status_events(info.context, self.row.id, first)
         return [SpaceStatusEvent.from_row(row) for row in rows]
 

@@ -19,7 +19,9 @@ BACKENDS = ["sqlite", *(["postgres"] if POSTGRES_URL else [])]
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
+def backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Backend]:
     if request.param == "postgres":
         assert POSTGRES_URL is not None
         made = Backend.postgres(POSTGRES_URL)
@@ -36,7 +38,9 @@ def server_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def server(backend: Backend, server_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(
+    backend: Backend, server_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
     log_path = Path(tmp_path_factory.mktemp("server")) / "server.log"
     running = Server(backend=backend, log_path=log_path, env=dict(server_env)).start()
     yield running
@@ -57,7 +61,10 @@ class Org:
 
 async def new_org(server: Server, prefix: str = "org") -> Org:
     name = f"{prefix}-{secrets.token_hex(4)}"
-    tokens = {role: await mint_token(server.backend.url, name, role) for role in ("admin", "editor", "viewer")}
+    tokens = {
+        role: await mint_token(server.backend.url, name, role)
+        for role in ("admin", "editor", "viewer")
+    }
     clients = {role: GraphQL(server.url, server.ws_url, token) for role, token in tokens.items()}
     return Org(name=name, tokens=tokens, **clients)
 

@@ -91,9 +91,13 @@ class KubeStandIn:
         for name in ("default", "kube-system"):
             self._put_namespace(name, {})
         self._context = _ssl_context(self.ca.issue("kube-apiserver"), self.ca.pem)
-        self._wrong_context = _ssl_context(CertificateAuthority("impostor-ca").issue("kube-apiserver"), None)
+        self._wrong_context = _ssl_context(
+            CertificateAuthority("impostor-ca").issue("kube-apiserver"), None
+        )
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="kube-standin", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="kube-standin", daemon=True
+        )
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
         self._serving_wrong_ca = False
@@ -167,7 +171,9 @@ class KubeStandIn:
             return
         assert self._runner is not None
         context = self._wrong_context if self._serving_wrong_ca else self._context
-        self._site = web.TCPSite(self._runner, "127.0.0.1", self.port, ssl_context=context, reuse_address=True)
+        self._site = web.TCPSite(
+            self._runner, "127.0.0.1", self.port, ssl_context=context, reuse_address=True
+        )
         await self._site.start()
 
     async def _close_site(self) -> None:
@@ -207,18 +213,28 @@ class KubeStandIn:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if self.status_code is not None:
-            return status(self.status_code, "InternalError" if self.status_code >= 500 else "Failure", "fault injected")
+            return status(
+                self.status_code,
+                "InternalError" if self.status_code >= 500 else "Failure",
+                "fault injected",
+            )
         if not self._authenticated(request):
             return status(401, "Unauthorized", "Unauthorized")
         if api.rstrip("/") == "/version":
             return web.json_response(self._version())
         if api == "/api/v1/namespaces":
-            return await (self._create_namespace(request) if request.method == "POST" else self._list_namespaces(request))
+            return await (
+                self._create_namespace(request)
+                if request.method == "POST"
+                else self._list_namespaces(request)
+            )
         parts = api.strip("/").split("/")
         if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 4:
             return self._one_namespace(request, parts[3])
         if parts[:3] == ["api", "v1", "nodes"] and len(parts) == 3:
-            return web.json_response({"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": []})
+            return web.json_response(
+                {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": []}
+            )
         return await self._generic(request, api)
 
     def _version(self) -> dict[str, str]:
@@ -236,9 +252,16 @@ class KubeStandIn:
 
     async def _list_namespaces(self, request: web.Request) -> web.Response:
         selector = request.query.get("labelSelector", "")
-        items = [ns for ns in self.namespaces.values() if _matches(ns["metadata"]["labels"], selector)]
+        items = [
+            ns for ns in self.namespaces.values() if _matches(ns["metadata"]["labels"], selector)
+        ]
         return web.json_response(
-            {"kind": "NamespaceList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items}
+            {
+                "kind": "NamespaceList",
+                "apiVersion": "v1",
+                "metadata": {"resourceVersion": "1"},
+                "items": items,
+            }
         )
 
     async def _create_namespace(self, request: web.Request) -> web.Response:
@@ -248,10 +271,14 @@ class KubeStandIn:
         except (ValueError, KeyError, TypeError):
             return status(400, "BadRequest", "the body is not a Namespace")
         if not isinstance(name, str) or len(name) > 63 or not DNS_LABEL.match(name):
-            return status(422, "Invalid", f'Namespace "{name}" is invalid: metadata.name: Invalid value')
+            return status(
+                422, "Invalid", f'Namespace "{name}" is invalid: metadata.name: Invalid value'
+            )
         if name in self.namespaces:
             return status(409, "AlreadyExists", f'namespaces "{name}" already exists')
-        return web.json_response(self._put_namespace(name, body["metadata"].get("labels") or {}), status=201)
+        return web.json_response(
+            self._put_namespace(name, body["metadata"].get("labels") or {}), status=201
+        )
 
     def _one_namespace(self, request: web.Request, name: str) -> web.Response:
         if name not in self.namespaces:
@@ -267,13 +294,22 @@ class KubeStandIn:
             at = parts.index("namespaces")
             namespace, resource = parts[at + 1], parts[at + 2]
         except (ValueError, IndexError):
-            return status(404, "NotFound", f"the server could not find the requested resource {api}")
+            return status(
+                404, "NotFound", f"the server could not find the requested resource {api}"
+            )
         if namespace not in self.namespaces:
             return status(404, "NotFound", f'namespaces "{namespace}" not found')
         collection = self.objects.setdefault("/".join([*parts[:at], namespace, resource]), {})
         name = parts[at + 3] if len(parts) > at + 3 else None
         if name is None and request.method == "GET":
-            return web.json_response({"kind": "List", "apiVersion": "v1", "metadata": {}, "items": list(collection.values())})
+            return web.json_response(
+                {
+                    "kind": "List",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "items": list(collection.values()),
+                }
+            )
         if name is None and request.method == "POST":
             body = json.loads(await request.text())
             name = body["metadata"]["name"]

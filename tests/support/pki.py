@@ -49,7 +49,9 @@ class CertificateAuthority:
     def pem(self) -> str:
         return self.certificate.public_bytes(serialization.Encoding.PEM).decode()
 
-    def issue(self, common_name: str, *, server: bool = True, groups: tuple[str, ...] = ()) -> KeyPair:
+    def issue(
+        self, common_name: str, *, server: bool = True, groups: tuple[str, ...] = ()
+    ) -> KeyPair:
         key = _key()
         attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
         attributes += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
@@ -69,7 +71,9 @@ class CertificateAuthority:
                     [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
                 ),
                 critical=False,
-            ).add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            ).add_extension(
+                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
+            )
         else:
             builder = builder.add_extension(
                 x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
