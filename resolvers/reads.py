@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,7 +108,11 @@ async def one(context: Context, kind: str, object_id: str) -> Any:
 
 
 def space_config(space: Space) -> dict[str, Any]:
-    return space_rules.public_config(space)
+    """The public config under Python (snake_case) names, as SpaceConfig takes them."""
+    return {
+        re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower(): value
+        for name, value in space_rules.public_config(space).items()
+    }
 
 
 def space_status(context: Context, space: Space) -> str:

@@ -1,7 +1,8 @@
 """Every top-level error leaves with an `extensions.code`; unexpected ones are masked.
 
 Domain refusals (`core.errors.ApiError`) keep their message and code. Parse
-and validation errors get GRAPHQL_VALIDATION_FAILED. Anything else is a bug:
+and validation errors get GRAPHQL_VALIDATION_FAILED, and never quote the input
+values they reject (inputs carry secrets). Anything else is a bug:
 it is logged here with its traceback and reaches the client only as
 INTERNAL_SERVER_ERROR.
 """
@@ -9,6 +10,7 @@ INTERNAL_SERVER_ERROR.
 from __future__ import annotations
 
 import logging
+import re
 
 from graphql.error import GraphQLError
 from strawberry.extensions import MaskErrors
@@ -18,6 +20,23 @@ from core.errors import ApiError
 log = logging.getLogger("spacedock.graphql")
 
 INTERNAL = "INTERNAL_SERVER_ERROR"
+# graphql-core's coercion messages quote the rejected input (`found: {...}`, `value: ...`,
+# `Value '...'`); inputs carry secrets, so the quoted part is cut and the path kept.
+ECHOES_INPUT = re.compile(r"has invalid value|^Expected value|cannot represent|does not exist in")
+QUOTED_INPUT = re.compile(r"(, but encountered error|,? [Ff]ound:?|: ).*$", re.DOTALL)
+ENUM_VALUE = re.compile(r"Value '.*' does not exist in", re.DOTALL)
+
+
+def without_input_values(message: str) -> str:
+    """A validation message that names the field and the expected type, never the value."""
+    if not ECHOES_INPUT.search(message):
+        return message
+    head, detail = "", message
+    if "has invalid value" in message:
+        head, _, detail = message.partition(": ")
+    detail = ENUM_VALUE.sub("Value does not exist in", QUOTED_INPUT.sub("", detail)).rstrip(".")
+    detail += "" if detail.endswith("?") else "."
+    return f"{head}: {detail}" if head else detail
 
 
 def coded(error: GraphQLError) -> GraphQLError:
@@ -26,7 +45,7 @@ def coded(error: GraphQLError) -> GraphQLError:
         code, message = original.code, original.message
     elif original is None or isinstance(original, GraphQLError):
         code = (error.extensions or {}).get("code", "GRAPHQL_VALIDATION_FAILED")
-        message = error.message
+        message = without_input_values(error.message)
     else:
         log.error("unexpected error at %s", error.path, exc_info=original)
         code, message = INTERNAL, "Internal server error"
