@@ -1,0 +1,230 @@
+"""The role/policy matrix: every mutation, as VIEWER, EDITOR and ADMIN.
+
+DESIGN.md's "Roles and policies" table is the specification, restated here
+as ROLE_POLICIES so that a drift in `core.rbac` fails a test. A mutation the
+caller's role lacks the policy for answers one FORBIDDEN userError and leaves
+the org exactly as it was; with the policy it succeeds and changes something.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Org
+from tests.support import factories as make
+from tests.support.kube_standin import KubeStandIn
+
+VIEW = {"space:view", "namespace:view", "environment:view", "cloudspace:view", "cloudaccount:view"}
+EDIT = VIEW | {
+    "space:create",
+    "space:update",
+    "namespace:create",
+    "environment:create",
+    "environment:update",
+    "cloudspace:create",
+    "cloudspace:update",
+    "cloudspace:kubeconfig",
+}
+ADMINISTER = EDIT | {
+    "space:delete",
+    "cloudaccount:create",
+    "cloudaccount:update",
+    "cloudaccount:delete",
+    "cloudspace:delete",
+}
+ROLE_POLICIES = {"viewer": VIEW, "editor": EDIT, "admin": ADMINISTER}
+ROLES = tuple(ROLE_POLICIES)
+
+SDL = (Path(__file__).resolve().parents[1] / "schema.graphql").read_text()
+HAS_CREATE_NAMESPACE = "createNamespace(" in SDL
+
+CREATE_NAMESPACE = f"""
+mutation($input: CreateNamespaceInput!) {{
+  createNamespace(input: $input) {{ namespace {{ name managed }} {make.USER_ERRORS} }}
+}}"""
+
+# Everything a mutation could change, read back by the org's admin.
+ORG_STATE = """
+{
+  cloudAccounts(first: 100) {
+    nodes { id name provider clusterAccess { region clusterName resourceGroup } }
+  }
+  spaces(first: 100, filter: {includeDeregistered: true}) {
+    nodes { id name held deregisteredAt cloudAccount { id } environments { id } }
+  }
+  environments(first: 100) { nodes { id name namespace space { id } } }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def server_env() -> dict[str, str]:
+    # No background probe writes between the before and after snapshots.
+    return {"SPACEDOCK_PROBE_INTERVAL_S": "3600"}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[KubeStandIn]:
+    with KubeStandIn() as standin:
+        yield standin
+
+
+async def org_state(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
+    state = await org.admin.data(ORG_STATE)
+    state["clusterNamespaces"] = sorted(cluster.namespaces)
+    return state
+
+
+Prepare = Callable[[Org, KubeStandIn], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One mutation, the policy it needs, and how to make a valid input for it."""
+
+    mutation: str
+    policy: str
+    prepare: Prepare
+
+    @property
+    def document(self) -> str:
+        return DOCUMENTS[self.mutation][0]
+
+    @property
+    def result(self) -> str:
+        """The payload field that holds the changed object."""
+        return DOCUMENTS[self.mutation][1]
+
+
+DOCUMENTS = {
+    "createCloudAccount": (make.CREATE_CLOUD_ACCOUNT, "cloudAccount"),
+    "deleteCloudAccount": (make.DELETE_CLOUD_ACCOUNT, "deletedId"),
+    "grantClusterAccess": (make.GRANT_CLUSTER_ACCESS, "clusterAccess"),
+    "revokeClusterAccess": (make.REVOKE_CLUSTER_ACCESS, "clusterAccess"),
+    "registerSpace": (make.REGISTER_SPACE, "space"),
+    "setSpaceStatus": (make.SET_SPACE_STATUS, "space"),
+    "deregisterSpace": (make.DEREGISTER_SPACE, "space"),
+    "createEnvironment": (make.CREATE_ENVIRONMENT, "environment"),
+    "bindEnvironment": (make.BIND_ENVIRONMENT, "environment"),
+    "createNamespace": (CREATE_NAMESPACE, "namespace"),
+}
+
+
+async def _new_account(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
+    return {"name": make.unique("acct"), "provider": "AWS", "credentials": make.AWS_CREDENTIALS}
+
+
+async def _account(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
+    return {"id": (await make.create_cloud_account(org.admin))["id"]}
+
+
+async def _ungranted_cluster(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
+    account = await make.create_cloud_account(org.admin)
+    return {"cloudAccountId": account["id"], "region": "us-east-1", "clusterName": "prod"}
+
+
+async def _granted_cluster(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
+    access = await _ungranted_cluster(org, cluster)
+    await make.grant_cluster_access(org.admin, access["cloudAccountId"], access["clusterName"])
+    return access
+
+
+async def _new_space(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
+    return {"name": make.unique("space"), "provider": "GENERIC", "config": make.generic_config()}
+
+
+async def _space_to_hold(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
+    return {"id": (await make.register_generic_space(org.admin))["id"], "status": "INACTIVE"}
+
+
+async def _space(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
+    return {"id": (await make.register_generic_space(org.admin))["id"]}
+
+
+async def _new_environment(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
+    space = await make.register_generic_space(org.admin)
+    return {"name": make.unique("env"), "spaceId": space["id"], "namespace": "default"}
+
+
+async def _environment_to_rebind(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
+    environment = await make.create_environment(
+        org.admin, (await make.register_generic_space(org.admin))["id"]
+    )
+    elsewhere = await make.register_generic_space(org.admin)
+    return {"id": environment["id"], "spaceId": elsewhere["id"], "namespace": "elsewhere"}
+
+
+async def _new_namespace(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
+    space = await make.register_generic_space(
+        org.admin,
+        server=f"{cluster.url}/{make.unique('c')}",
+        ca=cluster.ca_pem,
+        token=cluster.token,
+    )
+    return {"spaceId": space["id"], "name": make.unique("team")}
+
+
+CASES = [
+    Case("createCloudAccount", "cloudaccount:create", _new_account),
+    Case("deleteCloudAccount", "cloudaccount:delete", _account),
+    Case("grantClusterAccess", "cloudaccount:update", _ungranted_cluster),
+    Case("revokeClusterAccess", "cloudaccount:update", _granted_cluster),
+    Case("registerSpace", "space:create", _new_space),
+    Case("setSpaceStatus", "space:update", _space_to_hold),
+    Case("deregisterSpace", "space:delete", _space),
+    Case("createEnvironment", "environment:create", _new_environment),
+    Case("bindEnvironment", "environment:update", _environment_to_rebind),
+    *(
+        [Case("createNamespace", "namespace:create", _new_namespace)]
+        if HAS_CREATE_NAMESPACE
+        else []
+    ),
+]
+
+
+def test_every_mutation_of_the_schema_is_in_the_matrix() -> None:
+    mutation_block = SDL[SDL.index("type Mutation {") :].split("}", 1)[0]
+    in_schema = {
+        line.strip().split("(")[0] for line in mutation_block.splitlines()[1:] if "(" in line
+    }
+    assert in_schema - {case.mutation for case in CASES} <= {
+        "createCloudSpace",
+        "updateCloudSpaceQuota",
+        "deleteCloudSpace",
+    }, "a mutation has no RBAC row"
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("case", CASES, ids=[case.mutation for case in CASES])
+async def test_mutation_needs_its_policy(
+    org: Org, cluster: KubeStandIn, case: Case, role: str
+) -> None:
+    variables = {"input": await case.prepare(org, cluster)}
+    before = await org_state(org, cluster)
+
+    payload = await org.as_role(role).mutate(case.document, variables)
+
+    after = await org_state(org, cluster)
+    if case.policy in ROLE_POLICIES[role]:
+        assert payload["userErrors"] == []
+        assert payload[case.result] is not None
+        assert after != before, f"{case.mutation} as {role} succeeded but changed nothing"
+    else:
+        assert payload[case.result] is None
+        [error] = payload["userErrors"]
+        assert error["code"] == "FORBIDDEN"
+        assert case.policy in error["message"], "the refusal names the missing policy"
+        assert after == before, f"a refused {case.mutation} changed the org"
+
+
+@pytest.mark.parametrize("role", ROLES)
+async def test_viewer_permissions_are_exactly_the_roles_policies(org: Org, role: str) -> None:
+    viewer = (await org.as_role(role).data("{ viewer { role permissions } }"))["viewer"]
+    assert viewer["role"] == role.upper()
+    assert len(viewer["permissions"]) == len(set(viewer["permissions"])), "no policy listed twice"
+    assert set(viewer["permissions"]) == ROLE_POLICIES[role]
