@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_asyncio.client import Configuration
+from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api
 
 from providers import kube
 from providers.credentials import ClusterCredentials
@@ -142,7 +142,7 @@ async def test_key_material_is_on_disk_only_while_the_client_is_built(
 ) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     seen_at_build: dict[str, Any] = {}
-    real_api_client = kube.ApiClient
+    real_api_client = ApiClient
 
     def observing_api_client(configuration: Configuration) -> Any:
         (directory,) = tmp_path.iterdir()
@@ -160,7 +160,7 @@ async def test_key_material_is_on_disk_only_while_the_client_is_built(
         assert seen_at_build["files"] == {"ca.crt": 0o600, "tls.crt": 0o600, "tls.key": 0o600}
         assert os.listdir(tmp_path) == []
         # The client keeps working on its in-memory TLS context, files gone.
-        listed = await kube.CoreV1Api(client).list_namespace()
+        listed = await CoreV1Api(client).list_namespace()
         assert "default" in {item.metadata.name for item in listed.items}
     finally:
         await client.close()
