@@ -65,6 +65,9 @@ def create_app(settings: Settings) -> Starlette:
             "# HELP spacedock_sql_statements_total SQL statements sent to the database.",
             "# TYPE spacedock_sql_statements_total counter",
             f"spacedock_sql_statements_total {services.database.statement_count}",
+            "# HELP spacedock_event_subscribers Event-bus subscriptions open in this process.",
+            "# TYPE spacedock_event_subscribers gauge",
+            f"spacedock_event_subscribers {services.bus.subscriber_count}",
         ]
         return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
@@ -21,9 +21,14 @@ Payload = dict[str, Any]
 
 
 class EventBus(Protocol):
+    @property
+    def subscriber_count(self) -> int:
+        """Subscriptions open in this process (the spacedock_event_subscribers gauge)."""
+        ...
+
     async def publish(self, channel: str, payload: Payload) -> None: ...
 
-    def subscribe(self, channel: str) -> AsyncIterator[Payload]: ...
+    def subscribe(self, channel: str) -> AsyncGenerator[Payload, None]: ...
 
 
 class InProcessBus:
@@ -46,7 +51,7 @@ class InProcessBus:
                 log.warning("subscriber on %s fell behind; dropped its oldest event", channel)
             queue.put_nowait(payload)
 
-    async def subscribe(self, channel: str) -> AsyncIterator[Payload]:
+    async def subscribe(self, channel: str) -> AsyncGenerator[Payload, None]:
         async with self._queue(channel) as queue:
             while True:
                 yield await queue.get()

@@ -13,6 +13,7 @@ from strawberry.types import ExecutionContext
 from schema.errors import ErrorPolicy
 from schema.mutation import Mutation
 from schema.query import Query
+from schema.subscription import Subscription
 from schema.types import CloudAccount, Environment, Org, Space
 
 MAX_DEPTH = 10
@@ -31,6 +32,7 @@ class SpacedockSchema(strawberry.Schema):
 schema = SpacedockSchema(
     query=Query,
     mutation=Mutation,
+    subscription=Subscription,
     types=[Org, CloudAccount, Space, Environment],
     extensions=[
         partial(QueryDepthLimiter, max_depth=MAX_DEPTH),

@@ -1,0 +1,47 @@
+"""Live status events: what the bus announces, narrowed to the caller's org, and read
+fresh from the database for every event.
+
+The bus carries ids only ({event_id, space_id, org_id}), so that a Postgres
+LISTEN/NOTIFY bus can carry them too; each event is read back with new loaders,
+because the GraphQL context lives as long as the WebSocket connection and a
+connection-wide loader would keep serving the rows it cached for the first event.
+
+A `spaceId` the caller cannot see is refused with NOT_FOUND before anything is
+streamed: an unknown id and another org's id get the same answer, so the refusal
+tells nothing about other orgs, while a typo does not wait silently forever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+
+from core.errors import ApiError
+from core.events import SPACE_STATUS
+from db.tables import SpaceStatusEvent
+from resolvers.context import Context
+
+
+async def space_status_events(
+    context: Context, space_id: str | None
+) -> AsyncGenerator[SpaceStatusEvent, None]:
+    """Every status event of the caller's org (of one space when `space_id` is given),
+    in the order they were published, until the subscriber goes away."""
+    caller = context.caller
+    caller.require_to_read("space:view")
+    if space_id is not None:
+        context.fresh_loaders()
+        if await context.loaders.space.load(space_id) is None:
+            raise ApiError("NOT_FOUND", f"No space with id {space_id!r}.")
+    # aclosing: when the subscriber leaves while we wait to deliver, the bus queue
+    # must be released now, not whenever the generator is garbage collected.
+    async with aclosing(context.services.bus.subscribe(SPACE_STATUS)) as announcements:
+        async for announced in announcements:
+            if announced.get("org_id") != caller.org_id:
+                continue
+            if space_id is not None and announced.get("space_id") != space_id:
+                continue
+            context.fresh_loaders()
+            event = await context.loaders.status_event.load(announced["event_id"])
+            if event is not None:  # trimmed from the history before we read it
+                yield event

@@ -1,0 +1,24 @@
+"""The Subscription root, served over graphql-transport-ws."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+
+import strawberry
+
+from resolvers import subscriptions
+from schema.types import GraphInfo, SpaceStatusEvent
+
+
+@strawberry.type
+class Subscription:
+    @strawberry.subscription(
+        description="Every status change of the spaces the subscriber may view; spaceId narrows to one."
+    )
+    async def space_status_changed(
+        self, info: GraphInfo, space_id: strawberry.ID | None = None
+    ) -> AsyncGenerator[SpaceStatusEvent, None]:
+        async with aclosing(subscriptions.space_status_events(info.context, space_id)) as events:
+            async for row in events:
+                yield SpaceStatusEvent.from_row(row)

@@ -1,0 +1,262 @@
+"""spaceStatusChanged over graphql-transport-ws, through the real server and real clients.
+
+Each test waits on the server's `spacedock_event_subscribers` gauge until its
+subscriptions are listening before it changes anything, so no event is published
+into a subscription that does not exist yet; and after each test the gauge must
+fall back to zero, so a subscription that outlives its client fails the suite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import websockets
+from gql.graphql_request import GraphQLRequest
+from gql.transport.exceptions import TransportQueryError
+
+from tests.conftest import Org
+from tests.support.factories import register_generic_space, set_space_status
+from tests.support.server import Server
+
+EVENTS = """
+subscription($spaceId: ID) {
+  spaceStatusChanged(spaceId: $spaceId) {
+    spaceId previous status at reason
+    space { id name status held }
+  }
+}"""
+SUBSCRIBERS = "spacedock_event_subscribers"
+WAIT_S = 10.0
+QUIET_S = 1.0
+
+
+@pytest.fixture(scope="module")
+def server_env() -> dict[str, str]:
+    # Probes of these unreachable test servers must never reach the failure threshold and
+    # publish transitions of their own while a test counts events.
+    return {"SPACEDOCK_PROBE_FAILURE_THRESHOLD": "1000000"}
+
+
+async def subscribers(server: Server) -> int:
+    return int(await asyncio.to_thread(server.metric, SUBSCRIBERS))
+
+
+async def subscribers_reach(server: Server, expected: int) -> None:
+    deadline = asyncio.get_running_loop().time() + WAIT_S
+    while (count := await subscribers(server)) != expected:
+        assert asyncio.get_running_loop().time() < deadline, f"{count} subscribers, not {expected}"
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture(autouse=True)
+async def no_subscriber_left_behind(server: Server) -> AsyncIterator[None]:
+    await subscribers_reach(server, 0)
+    yield
+    await subscribers_reach(server, 0)
+
+
+class Live:
+    """One subscription read in the background; the test takes its events with deadlines."""
+
+    def __init__(self, session: Any, space_id: str | None = None) -> None:
+        self.session = session
+        self.request = GraphQLRequest(EVENTS, variable_values={"spaceId": space_id})
+        self.received: asyncio.Queue[dict[str, Any] | Exception] = asyncio.Queue()
+        self.task = asyncio.create_task(self._read(session))
+
+    async def _read(self, session: Any) -> None:
+        try:
+            async for result in session.subscribe(self.request):
+                self.received.put_nowait(result["spaceStatusChanged"])
+        except Exception as error:  # handed to the test, which asserts on it
+            self.received.put_nowait(error)
+
+    async def next(self) -> dict[str, Any]:
+        item = await asyncio.wait_for(self.received.get(), WAIT_S)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    async def next_for(self, space_id: str) -> dict[str, Any]:
+        """The next event of one space, passing over the others."""
+        while (event := await self.next())["spaceId"] != space_id:
+            pass
+        return event
+
+    async def error(self) -> Exception:
+        item = await asyncio.wait_for(self.received.get(), WAIT_S)
+        assert isinstance(item, Exception), f"expected an error, got the event {item}"
+        return item
+
+    async def assert_quiet(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            item = await asyncio.wait_for(self.received.get(), QUIET_S)
+            raise AssertionError(f"expected nothing, got {item}")
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+@contextlib.asynccontextmanager
+async def listening(
+    server: Server, client: Any, *space_ids: str | None
+) -> AsyncIterator[list[Live]]:
+    """Subscriptions on one connection, one per space id (None: the whole org), listening."""
+    before = await subscribers(server)
+    async with client as session:
+        lives = [Live(session, space_id) for space_id in space_ids]
+        try:
+            await subscribers_reach(server, before + len(lives))
+            yield lives
+        finally:
+            for live in lives:
+                await live.stop()
+
+
+def codes(error: Exception) -> list[str]:
+    assert isinstance(error, TransportQueryError), repr(error)
+    return [e.get("extensions", {}).get("code") for e in error.errors or []]
+
+
+async def test_registration_is_announced_with_the_space_resolved(server: Server, org: Org) -> None:
+    async with listening(server, org.viewer.websocket(), None) as (live,):
+        space = await register_generic_space(org.editor)
+        event = await live.next_for(space["id"])
+    assert event["previous"] is None
+    assert event["status"] == "UNKNOWN"
+    assert event["reason"] == "registered"
+    assert event["at"]
+    assert event["space"] == {
+        "id": space["id"],
+        "name": space["name"],
+        "status": "UNKNOWN",
+        "held": False,
+    }
+
+
+async def test_each_event_reads_the_space_fresh(server: Server, org: Org) -> None:
+    """One connection sees the hold and then its lifting: a loader kept for the
+    connection would show the space as it was at the first event (or at subscribe time)."""
+    space = await register_generic_space(org.editor)
+    async with listening(server, org.viewer.websocket(), space["id"]) as (live,):
+        await set_space_status(org.editor, space["id"], "INACTIVE")
+        held = await live.next()
+        await set_space_status(org.editor, space["id"], "ACTIVE")
+        lifted = await live.next()
+    assert (held["previous"], held["status"], held["reason"]) == (
+        "UNKNOWN",
+        "INACTIVE",
+        "operator hold",
+    )
+    assert held["space"]["held"] is True
+    assert held["space"]["status"] == "INACTIVE"
+    assert (lifted["previous"], lifted["status"], lifted["reason"]) == (
+        "INACTIVE",
+        "UNKNOWN",
+        "hold lifted",
+    )
+    assert lifted["space"]["held"] is False
+    assert lifted["space"]["status"] == "UNKNOWN"
+
+
+async def test_space_id_narrows_to_one_space(server: Server, org: Org) -> None:
+    watched = await register_generic_space(org.editor)
+    other = await register_generic_space(org.editor)
+    async with listening(server, org.viewer.websocket(), watched["id"], None) as (narrow, wide):
+        await set_space_status(org.editor, other["id"], "INACTIVE")
+        await set_space_status(org.editor, watched["id"], "INACTIVE")
+        assert (await wide.next())["spaceId"] == other["id"]
+        assert (await wide.next())["spaceId"] == watched["id"]
+        assert (await narrow.next())["spaceId"] == watched["id"]
+        await narrow.assert_quiet()
+
+
+async def test_another_orgs_subscriber_receives_nothing(
+    server: Server, org: Org, other_org: Org
+) -> None:
+    async with (
+        listening(server, org.viewer.websocket(), None) as (ours,),
+        listening(server, other_org.admin.websocket(), None) as (theirs,),
+    ):
+        space = await register_generic_space(org.editor)
+        await set_space_status(org.editor, space["id"], "INACTIVE")
+        assert (await ours.next_for(space["id"]))["reason"] == "registered"
+        assert (await ours.next_for(space["id"]))["reason"] == "operator hold"
+        await theirs.assert_quiet()
+
+
+async def test_a_space_id_the_caller_cannot_see_is_not_found(
+    server: Server, org: Org, other_org: Org
+) -> None:
+    """Another org's space and an id that never existed get the same answer."""
+    foreign = await register_generic_space(org.editor)
+    async with other_org.viewer.websocket() as session:
+        for space_id in (foreign["id"], "spc_doesnotexist"):
+            live = Live(session, space_id)
+            assert codes(await live.error()) == ["NOT_FOUND"]
+            await live.stop()
+    assert await subscribers(server) == 0
+
+
+@pytest.mark.parametrize(
+    "init_payload",
+    [{}, {"Authorization": "Bearer not-a-token"}, {"authorization": "Basic abc"}],
+    ids=["missing", "unknown", "not-bearer"],
+)
+async def test_connection_init_without_a_valid_token_closes_with_4403(
+    server: Server, init_payload: dict[str, str]
+) -> None:
+    async with websockets.connect(server.ws_url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+        await ws.send(json.dumps({"type": "connection_init", "payload": init_payload}))
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await asyncio.wait_for(ws.recv(), WAIT_S)
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 4403
+
+
+async def test_the_101st_subscription_on_a_connection_is_refused(server: Server, org: Org) -> None:
+    async with listening(server, org.viewer.websocket(), *[None] * 100) as lives:
+        session = lives[0].session
+        refused = Live(session, None)
+        assert "Subscription limit reached" in str(await refused.error())
+        # Another connection has an allowance of its own.
+        async with org.viewer.websocket() as second_connection:
+            elsewhere = Live(second_connection, None)
+            await subscribers_reach(server, 101)
+            await elsewhere.stop()
+        # The limit counts live subscriptions: ending one makes room for another.
+        await lives.pop().stop()
+        await subscribers_reach(server, 99)
+        lives.append(Live(session, None))
+        await subscribers_reach(server, 100)
+
+
+async def open_raw_subscription(server: Server, token: str) -> Any:
+    """A graphql-transport-ws client written by hand, so the test can drop its TCP
+    connection without a close frame, as a client that crashes or loses its network."""
+    ws = await websockets.connect(server.ws_url, subprotocols=["graphql-transport-ws"])  # type: ignore[list-item]
+    await ws.send(
+        json.dumps({"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}})
+    )
+    assert json.loads(await asyncio.wait_for(ws.recv(), WAIT_S))["type"] == "connection_ack"
+    await ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": EVENTS}}))
+    return ws
+
+
+async def test_a_vanished_client_releases_its_subscription(server: Server, org: Org) -> None:
+    async with listening(server, org.viewer.websocket(), None) as (staying,):
+        before = await subscribers(server)
+        ws = await open_raw_subscription(server, org.tokens["viewer"])
+        await subscribers_reach(server, before + 1)
+        ws.transport.abort()  # no close frame, no goodbye
+        await subscribers_reach(server, before)
+        # The server is unharmed: the remaining subscriber still gets events.
+        space = await register_generic_space(org.editor)
+        assert (await staying.next_for(space["id"]))["reason"] == "registered"
