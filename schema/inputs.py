@@ -120,6 +120,12 @@ class DeregisterSpaceInput:
 
 
 @strawberry.input
+class CreateNamespaceInput:
+    space_id: strawberry.ID
+    name: str
+
+
+@strawberry.input
 class CreateEnvironmentInput:
     name: str
     space_id: strawberry.ID

@@ -6,12 +6,13 @@ import strawberry
 
 from core.accounts import ClusterRef
 from core.spaces import RegisterSpaceRequest
-from resolvers import mutations
+from resolvers import mutations, namespaces
 from schema.inputs import (
     BindEnvironmentInput,
     ClusterAccessInput,
     CreateCloudAccountInput,
     CreateEnvironmentInput,
+    CreateNamespaceInput,
     DeleteCloudAccountInput,
     DeregisterSpaceInput,
     RegisterSpaceInput,
@@ -22,10 +23,11 @@ from schema.payloads import (
     ClusterAccessPayload,
     DeletePayload,
     EnvironmentPayload,
+    NamespacePayload,
     SpacePayload,
     payload,
 )
-from schema.types import CloudAccount, ClusterAccess, Environment, GraphInfo, Space
+from schema.types import CloudAccount, ClusterAccess, Environment, GraphInfo, Namespace, Space
 
 
 def _cluster_ref(input: ClusterAccessInput) -> ClusterRef:
@@ -88,6 +90,13 @@ class Mutation:
     async def deregister_space(self, info: GraphInfo, input: DeregisterSpaceInput) -> SpacePayload:
         outcome = await mutations.deregister_space(info.context, input.id)
         return payload(SpacePayload, "space", outcome, Space.from_row)
+
+    @strawberry.mutation
+    async def create_namespace(
+        self, info: GraphInfo, input: CreateNamespaceInput
+    ) -> NamespacePayload:
+        outcome = await namespaces.create(info.context, input.space_id, input.name)
+        return payload(NamespacePayload, "namespace", outcome, Namespace.from_domain)
 
     @strawberry.mutation
     async def create_environment(

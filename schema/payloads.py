@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import strawberry
 
 from core import errors
-from schema.types import CloudAccount, ClusterAccess, Environment, Space
+from schema.types import CloudAccount, ClusterAccess, Environment, Namespace, Space
 
 
 @strawberry.type
@@ -53,6 +53,12 @@ class ClusterAccessPayload:
 @strawberry.type
 class SpacePayload:
     space: Space | None
+    user_errors: list[UserError]
+
+
+@strawberry.type
+class NamespacePayload:
+    namespace: Namespace | None
     user_errors: list[UserError]
 
 

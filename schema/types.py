@@ -10,9 +10,11 @@ import strawberry
 from strawberry import Private
 from strawberry.types import Info
 
+from core import namespaces as namespace_rules
 from core.rbac import Role
 from db import tables
 from db.pages import Page
+from resolvers import namespaces as namespace_reads
 from resolvers import reads
 from resolvers.context import Context
 from resolvers.pagination import encode_cursor
@@ -243,10 +245,40 @@ class Space(Node):
         rows = await reads.status_events(info.context, self.row.id, first)
         return [SpaceStatusEvent.from_row(row) for row in rows]
 
+    @strawberry.field(
+        description="Live from the cluster. Null (with a PROVIDER_ERROR) when the cluster cannot be reached."
+    )
+    async def namespaces(self, info: GraphInfo) -> list[Namespace] | None:
+        found = await namespace_reads.of_space(info.context, self.row)
+        return [Namespace.from_domain(namespace) for namespace in found]
+
     @strawberry.field
     async def environments(self, info: GraphInfo) -> list[Environment]:
         rows = await info.context.loaders.environments_of_space.load(self.row.id)
         return [Environment.from_row(row) for row in rows]
+
+
+@strawberry.type
+class Namespace:
+    space_row: Private[tables.Space]
+    name: str
+    managed: bool = strawberry.field(
+        description="Created by spacedock (carries its managed-by label)."
+    )
+    created_at: datetime | None
+
+    @classmethod
+    def from_domain(cls, namespace: namespace_rules.Namespace) -> Namespace:
+        return cls(
+            space_row=namespace.space,
+            name=namespace.name,
+            managed=namespace.managed,
+            created_at=namespace.created_at,
+        )
+
+    @strawberry.field
+    def space(self) -> Space:
+        return Space.from_row(self.space_row)
 
 
 @strawberry.type

@@ -1,0 +1,113 @@
+"""Namespaces live on the cluster: listed and created through a freshly minted credential.
+
+Nothing about them is stored. Ours carry the managed-by label, which is how a
+listing tells them apart. A cluster that cannot be reached is a PROVIDER_ERROR
+with the reason words of `providers.errors`: a top-level error on the listing
+field, a userError on `createNamespace`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import urlsplit
+
+from core.clusters import credentials_for
+from core.errors import ApiError, Problems, UserErrors
+from core.names import dns_label_problem
+from core.rbac import Viewer
+from core.services import Services, Unit
+from core.spaces import denied_network, public_config
+from db import spaces as space_repo
+from db.tables import Space
+from providers import kube
+from providers.credentials import ClusterCredentials
+from providers.errors import PermanentError, ProviderError
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGER = "spacedock"
+DEREGISTERED = "cluster access revoked: the space is deregistered"
+
+
+@dataclass(frozen=True)
+class Namespace:
+    name: str
+    managed: bool
+    created_at: datetime | None
+    space: Space
+
+
+def _ours(found: kube.ClusterNamespace, space: Space) -> Namespace:
+    return Namespace(
+        name=found.name,
+        managed=found.labels.get(MANAGED_BY_LABEL) == MANAGER,
+        created_at=found.created_at,
+        space=space,
+    )
+
+
+def _check_reachable_address(services: Services, space: Space) -> None:
+    """The deny list may have grown since registration; it holds for every call."""
+    server = public_config(space).get("server")
+    host = urlsplit(server).hostname if server else None
+    if host and (why := denied_network(host, services.deny_networks)) is not None:
+        raise PermanentError(f"the API server address is not allowed: {why}")
+
+
+async def _credentials(services: Services, space: Space) -> ClusterCredentials:
+    _check_reachable_address(services, space)
+    async with services.read() as session:
+        return await credentials_for(session, services, space)
+
+
+async def list_namespaces(services: Services, viewer: Viewer, space: Space) -> list[Namespace]:
+    """Every namespace on the space's cluster, by name; ApiError PROVIDER_ERROR when the
+    cluster cannot be asked."""
+    viewer.require_to_read("namespace:view")
+    try:
+        if space.deregistered_at is not None:
+            raise PermanentError(DEREGISTERED)
+        credentials = await _credentials(services, space)
+        found = await kube.list_namespaces(credentials)
+    except ProviderError as failed:
+        raise ApiError("PROVIDER_ERROR", failed.reason) from failed
+    return sorted((_ours(namespace, space) for namespace in found), key=lambda n: n.name)
+
+
+async def create_namespace(
+    unit: Unit, services: Services, viewer: Viewer, space_id: str, name: str
+) -> Namespace:
+    viewer.require("namespace:create")
+    problems = Problems("input")
+    if (why := dns_label_problem(name)) is not None:
+        problems.add(["name"], f"name {why}")
+    found = await space_repo.spaces_by_ids(unit.session, viewer.org_id, [space_id])
+    if not found:
+        problems.add(["spaceId"], "no such space", "NOT_FOUND")
+    problems.raise_if_any()
+    space = found[0]
+    if space.deregistered_at is not None:
+        raise UserErrors.one(
+            ["input", "spaceId"], "the space is deregistered", "PRECONDITION_FAILED"
+        )
+    status, why_status = services.health.status_of(space, unit.now)
+    if status == "INACTIVE":
+        because = why_status or space.last_probe_error or "its probes fail"
+        raise UserErrors.one(
+            ["input", "spaceId"],
+            f"the space is INACTIVE ({because}); namespaces are created on reachable spaces only",
+            "PRECONDITION_FAILED",
+        )
+    try:
+        _check_reachable_address(services, space)
+        credentials = await credentials_for(unit.session, services, space)
+        created = await kube.create_namespace(credentials, name, {MANAGED_BY_LABEL: MANAGER})
+    except kube.AlreadyExists as exists:
+        raise UserErrors.one(
+            ["input", "name"],
+            f"a namespace named {name!r} already exists on the cluster",
+            "CONFLICT",
+        ) from exists
+    except ProviderError as failed:
+        raise UserErrors.one(None, failed.reason, "PROVIDER_ERROR") from failed
+    return _ours(created, space)
