@@ -1,4 +1,4 @@
-"""The `spacedock` command: serve, mint API tokens, export the schema."""
+"""The `spacedock` command: serve, mint API tokens, import kubeconfigs, export the schema."""
 
 from __future__ import annotations
 
@@ -6,8 +6,15 @@ import argparse
 import asyncio
 import logging
 import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from api.settings import Settings, SettingsError
+
+if TYPE_CHECKING:
+    from core.errors import UserError
+    from core.kubeconfigs import ContextImport
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -49,6 +56,104 @@ def _token(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class _ImportOutcome:
+    plan: ContextImport
+    space_id: str | None = None
+    server: str | None = None
+    errors: tuple[UserError, ...] = ()
+
+
+async def _register_imports(
+    settings: Settings, org_name: str, planned: list[ContextImport]
+) -> list[_ImportOutcome] | None:
+    """Registers each planned space in its own unit, as an admin of the org; None: no such org."""
+    from api.app import build_services
+    from core import spaces
+    from core.errors import UserErrors
+    from core.rbac import Role, Viewer
+    from db.orgs import org_by_name
+
+    services = build_services(settings)
+    outcomes: list[_ImportOutcome] = []
+    try:
+        await services.database.migrate()
+        async with services.unit() as unit:
+            org = await org_by_name(unit.session, org_name)
+        if org is None:
+            return None
+        admin = Viewer(org_id=org.id, org_name=org.name, role=Role.ADMIN)
+        for plan in planned:
+            if plan.request is None:
+                outcomes.append(_ImportOutcome(plan))
+                continue
+            try:
+                async with services.unit() as unit:
+                    space = await spaces.register(
+                        unit, admin, services.secrets, plan.request, services.deny_networks
+                    )
+                    server = spaces.public_config(space)["server"]
+                outcomes.append(_ImportOutcome(plan, space.id, server))
+            except UserErrors as refused:
+                outcomes.append(_ImportOutcome(plan, errors=tuple(refused.errors)))
+        return outcomes
+    finally:
+        await services.database.dispose()
+
+
+def _import_kubeconfig(args: argparse.Namespace, settings: Settings) -> int:
+    from core.kubeconfigs import KubeconfigError, Source, choose_contexts, imports, parse
+
+    path = Path(args.path).expanduser()
+    if args.name is not None and args.all_contexts:
+        print(
+            "spacedock: --name names one space; it cannot go with --all-contexts", file=sys.stderr
+        )
+        return 2
+    try:
+        kubeconfig = parse(path.read_text(), str(path))
+        contexts = choose_contexts(kubeconfig, str(path), args.context, args.all_contexts)
+    except OSError as error:
+        print(f"spacedock: cannot read {path}: {error.strerror or error}", file=sys.stderr)
+        return 2
+    except KubeconfigError as error:
+        print(f"spacedock: {error}", file=sys.stderr)
+        return 2
+
+    def beside_kubeconfig(referenced: str) -> str:
+        # kubectl resolves relative certificate and token paths against the kubeconfig's folder.
+        return (path.parent / Path(referenced).expanduser()).read_text()
+
+    source = Source(str(path), beside_kubeconfig, args.org)
+    planned = imports(kubeconfig, contexts, source, args.name)
+    outcomes = asyncio.run(_register_imports(settings, args.org, planned))
+    if outcomes is None:
+        print(
+            f"spacedock: there is no org {args.org!r}. Create it with its first admin token, "
+            f"then import again:\n  spacedock token create --org {args.org} --role admin",
+            file=sys.stderr,
+        )
+        return 2
+    for outcome in outcomes:
+        plan = outcome.plan
+        if outcome.space_id is not None and plan.request is not None:
+            print(
+                f"imported space={plan.request.name} id={outcome.space_id} "
+                f"server={outcome.server} context={plan.context}"
+            )
+            continue
+        name = f" space={plan.request.name}" if plan.request is not None else ""
+        print(f"refused  context={plan.context}{name}", file=sys.stderr)
+        reasons = [plan.refusal] if plan.refusal else []
+        reasons += [
+            f"{'.'.join(e.field) if e.field else 'input'}: {e.message} ({e.code})"
+            for e in outcome.errors
+        ]
+        for reason in reasons:
+            print("\n".join(f"  {line}" for line in reason.splitlines()), file=sys.stderr)
+    return 0 if all(outcome.space_id is not None for outcome in outcomes) else 1
+
+
 def _export_schema(args: argparse.Namespace, settings: Settings) -> int:
     from schema.build import SDL_PATH, sdl
 
@@ -79,6 +184,22 @@ def parser() -> argparse.ArgumentParser:
     create.add_argument("--org", required=True, help="org name; created if it does not exist")
     create.add_argument("--role", required=True, choices=["admin", "editor", "viewer"])
     create.set_defaults(run=_token)
+
+    space = commands.add_parser("space", help="spaces")
+    space_commands = space.add_subparsers(dest="space_command", required=True)
+    kubeconfig = space_commands.add_parser(
+        "import-kubeconfig",
+        help="register GENERIC spaces from a kubeconfig (token or client-certificate users)",
+        description="Registers kubeconfig contexts as GENERIC spaces of an existing org, with the "
+        "same validation as registerSpace. Uses the SPACEDOCK_* database settings of `serve`.",
+    )
+    kubeconfig.add_argument("path", help="the kubeconfig file, e.g. ~/.kube/config")
+    kubeconfig.add_argument("--org", required=True, help="the org (create it with `token create`)")
+    which = kubeconfig.add_mutually_exclusive_group()
+    which.add_argument("--context", help="the context to import (default: current-context)")
+    which.add_argument("--all-contexts", action="store_true", help="import every context")
+    kubeconfig.add_argument("--name", help="the space name (default: the context name, sanitized)")
+    kubeconfig.set_defaults(run=_import_kubeconfig)
 
     export = commands.add_parser("export-schema", help="write schema.graphql from the code")
     export.add_argument("--check", action="store_true", help="fail if schema.graphql differs")
