@@ -18,8 +18,10 @@ from api.graphql_view import GraphQLView
 from api.settings import Settings
 from core.events import InProcessBus
 from core.health import HealthRule
+from core.probe_loop import ProbeLoop, ProbeSettings, ProbeStats
 from core.services import Services
 from db.engine import Database
+from providers.probe import VersionProber
 
 log = logging.getLogger("spacedock")
 
@@ -34,17 +36,57 @@ def build_services(settings: Settings) -> Services:
     )
 
 
+def build_probe_loop(settings: Settings, services: Services) -> ProbeLoop:
+    return ProbeLoop(
+        services,
+        VersionProber(settings.probe_timeout_s, services.deny_networks),
+        ProbeSettings(
+            interval_s=settings.probe_interval_s,
+            timeout_s=settings.probe_timeout_s,
+            failure_threshold=max(1, settings.probe_failure_threshold),
+            concurrency=max(1, settings.probe_concurrency),
+        ),
+    )
+
+
+def probe_metrics(stats: ProbeStats) -> list[str]:
+    counters = [
+        ("spacedock_probes_total", "counter", "Probes that gave a result.", stats.probes),
+        ("spacedock_probe_failures_total", "counter", "Probes that failed.", stats.failures),
+        (
+            "spacedock_probe_transitions_total",
+            "counter",
+            "Status transitions the probes caused.",
+            stats.transitions,
+        ),
+        (
+            "spacedock_probe_loop_errors_total",
+            "counter",
+            "Probe loop steps or probes that failed for a reason other than the cluster.",
+            stats.errors,
+        ),
+        ("spacedock_probes_in_flight", "gauge", "Probes running now.", stats.in_flight),
+    ]
+    lines: list[str] = []
+    for name, kind, help_text, value in counters:
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
+    return lines
+
+
 def create_app(settings: Settings) -> Starlette:
     services = build_services(settings)
     view = GraphQLView(services)
+    probes = build_probe_loop(settings, services)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await services.database.migrate()
+        probes.start()
         log.info("spacedock ready: GraphQL and GraphiQL at /graphql")
         try:
             yield
         finally:
+            await probes.stop()
             await services.database.dispose()
 
     async def healthz(request: Request) -> Response:
@@ -68,6 +110,7 @@ def create_app(settings: Settings) -> Starlette:
             "# HELP spacedock_event_subscribers Event-bus subscriptions open in this process.",
             "# TYPE spacedock_event_subscribers gauge",
             f"spacedock_event_subscribers {services.bus.subscriber_count}",
+            *probe_metrics(probes.stats),
         ]
         return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
 
