@@ -16,20 +16,28 @@ from starlette.staticfiles import StaticFiles
 from api import graphiql
 from api.graphql_view import GraphQLView
 from api.settings import Settings
-from core.events import InProcessBus
+from core.events import EventBus, InProcessBus, PostgresBus
 from core.health import HealthRule
 from core.probe_loop import ProbeLoop, ProbeSettings, ProbeStats
 from core.services import Services
 from db.engine import Database
+from db.notify import PostgresNotifier
 from providers.probe import VersionProber
 
 log = logging.getLogger("spacedock")
 
 
 def build_services(settings: Settings) -> Services:
+    database = Database(settings.database_url)
+    # On Postgres, replicas share events through LISTEN/NOTIFY; SQLite means one process.
+    bus: EventBus = (
+        InProcessBus()
+        if database.is_sqlite
+        else PostgresBus(lambda deliver: PostgresNotifier(database, deliver))
+    )
     return Services(
-        database=Database(settings.database_url),
-        bus=InProcessBus(),
+        database=database,
+        bus=bus,
         secrets=settings.secret_box(),
         health=HealthRule(settings.probe_interval_s),
         deny_networks=settings.cluster_deny_cidrs,

@@ -2,15 +2,18 @@
 
 Payloads carry ids, not rows, so a Postgres LISTEN/NOTIFY bus (8 kB, no
 replay) can stand in for the in-process one without changing callers;
-subscribers load fresh rows themselves.
+subscribers load fresh rows themselves. `InProcessBus` serves one process
+(SQLite, the embedded default); `PostgresBus` fans events out across every
+replica on the same database, through a `Notifier` that db/ implements.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing, asynccontextmanager
 from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
@@ -18,6 +21,8 @@ log = logging.getLogger(__name__)
 SPACE_STATUS = "space_status"
 
 Payload = dict[str, Any]
+# How a notifier hands over what arrived: (channel, text).
+Deliver = Callable[[str, str], None]
 
 
 class EventBus(Protocol):
@@ -45,6 +50,10 @@ class InProcessBus:
         return sum(len(queues) for queues in self._subscribers.values())
 
     async def publish(self, channel: str, payload: Payload) -> None:
+        self.deliver(channel, payload)
+
+    def deliver(self, channel: str, payload: Payload) -> None:
+        """Hands an event to this process's subscribers without waiting for any of them."""
         for queue in self._subscribers.get(channel, ()):
             if queue.full():
                 queue.get_nowait()
@@ -64,3 +73,57 @@ class InProcessBus:
             yield queue
         finally:
             self._subscribers[channel].discard(queue)
+
+
+class Notifier(Protocol):
+    """Cross-process delivery of short texts per channel (Postgres NOTIFY and LISTEN).
+
+    `listen` returns once notifications on the channel are being received; each
+    one then reaches the `deliver` callback the notifier was built with, in this
+    process, whichever process sent it. Channels are listened to while anyone holds
+    them, counted, so the notifier may hold a connection only while it is needed.
+    """
+
+    async def notify(self, channel: str, text: str) -> None: ...
+
+    async def listen(self, channel: str) -> None: ...
+
+    async def unlisten(self, channel: str) -> None: ...
+
+
+class PostgresBus:
+    """Every replica's subscribers get every replica's events: a publish goes out as a
+    NOTIFY and comes back, to this process too, through LISTEN, then fans out locally.
+
+    NOTIFY has no replay: events sent while a replica's LISTEN connection is down are
+    not delivered to its subscribers (the history in the database still has them).
+    """
+
+    def __init__(self, notifier_for: Callable[[Deliver], Notifier]) -> None:
+        self._local = InProcessBus()
+        self._notifier = notifier_for(self._deliver)
+
+    @property
+    def subscriber_count(self) -> int:
+        return self._local.subscriber_count
+
+    async def publish(self, channel: str, payload: Payload) -> None:
+        await self._notifier.notify(channel, json.dumps(payload, separators=(",", ":")))
+
+    async def subscribe(self, channel: str) -> AsyncGenerator[Payload, None]:
+        await self._notifier.listen(channel)
+        try:
+            async with aclosing(self._local.subscribe(channel)) as events:
+                async for payload in events:
+                    yield payload
+        finally:
+            await self._notifier.unlisten(channel)
+
+    def _deliver(self, channel: str, text: str) -> None:
+        try:
+            payload = json.loads(text)
+        except ValueError:
+            log.warning("ignored a notification on %s that is not JSON", channel)
+            return
+        if isinstance(payload, dict):
+            self._local.deliver(channel, payload)

@@ -4,6 +4,9 @@ Each test waits on the server's `spacedock_event_subscribers` gauge until its
 subscriptions are listening before it changes anything, so no event is published
 into a subscription that does not exist yet; and after each test the gauge must
 fall back to zero, so a subscription that outlives its client fails the suite.
+
+On Postgres a second server process on the same database plays a second replica:
+events cross between them through LISTEN/NOTIFY.
 """
 
 from __future__ import annotations
@@ -11,16 +14,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
+import asyncpg  # type: ignore[import-untyped]
 import pytest
 import websockets
 from gql.graphql_request import GraphQLRequest
 from gql.transport.exceptions import TransportQueryError
+from websockets.typing import Subprotocol
 
 from tests.conftest import Org
 from tests.support.factories import register_generic_space, set_space_status
+from tests.support.graphql import GraphQL
 from tests.support.server import Server
 
 EVENTS = """
@@ -31,6 +38,7 @@ subscription($spaceId: ID) {
   }
 }"""
 SUBSCRIBERS = "spacedock_event_subscribers"
+PROTOCOL = Subprotocol("graphql-transport-ws")
 WAIT_S = 10.0
 QUIET_S = 1.0
 
@@ -213,7 +221,7 @@ async def test_a_space_id_the_caller_cannot_see_is_not_found(
 async def test_connection_init_without_a_valid_token_closes_with_4403(
     server: Server, init_payload: dict[str, str]
 ) -> None:
-    async with websockets.connect(server.ws_url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+    async with websockets.connect(server.ws_url, subprotocols=[PROTOCOL]) as ws:
         await ws.send(json.dumps({"type": "connection_init", "payload": init_payload}))
         with pytest.raises(websockets.ConnectionClosed) as closed:
             await asyncio.wait_for(ws.recv(), WAIT_S)
@@ -241,7 +249,7 @@ async def test_the_101st_subscription_on_a_connection_is_refused(server: Server,
 async def open_raw_subscription(server: Server, token: str) -> Any:
     """A graphql-transport-ws client written by hand, so the test can drop its TCP
     connection without a close frame, as a client that crashes or loses its network."""
-    ws = await websockets.connect(server.ws_url, subprotocols=["graphql-transport-ws"])  # type: ignore[list-item]
+    ws = await websockets.connect(server.ws_url, subprotocols=[PROTOCOL])
     await ws.send(
         json.dumps({"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}})
     )
@@ -260,3 +268,89 @@ async def test_a_vanished_client_releases_its_subscription(server: Server, org: 
         # The server is unharmed: the remaining subscriber still gets events.
         space = await register_generic_space(org.editor)
         assert (await staying.next_for(space["id"]))["reason"] == "registered"
+
+
+@pytest.fixture(scope="module")
+def replica(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A second server process on the first one's database and key: another replica."""
+    if server.backend.name != "postgres":
+        pytest.skip("replicas share events through Postgres; SQLite serves one process")
+    log_path = Path(tmp_path_factory.mktemp("replica")) / "server.log"
+    running = Server(backend=server.backend, log_path=log_path, env=dict(server.env)).start()
+    yield running
+    running.stop()
+
+
+def on(replica: Server, client: GraphQL) -> GraphQL:
+    """The same caller, talking to another replica."""
+    return GraphQL(replica.url, replica.ws_url, client.token)
+
+
+async def listen_connections(replica: Server) -> list[int]:
+    """Backend pids of the replica's LISTEN connections, as Postgres reports them."""
+    assert replica.process is not None
+    dsn = replica.backend.url.replace("postgresql+asyncpg", "postgresql")
+    connection = await asyncpg.connect(dsn)
+    try:
+        rows = await connection.fetch(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = $1",
+            f"spacedock-events-{replica.process.pid}",
+        )
+    finally:
+        await connection.close()
+    return [row["pid"] for row in rows]
+
+
+async def listen_connections_become(replica: Server, check: Any) -> list[int]:
+    deadline = asyncio.get_running_loop().time() + WAIT_S
+    while not check(pids := await listen_connections(replica)):
+        assert asyncio.get_running_loop().time() < deadline, f"LISTEN connections: {pids}"
+        await asyncio.sleep(0.05)
+    return pids
+
+
+async def test_an_event_reaches_subscribers_on_every_replica(
+    server: Server, replica: Server, org: Org
+) -> None:
+    async with (
+        listening(server, org.viewer.websocket(), None) as (here,),
+        listening(replica, on(replica, org.viewer).websocket(), None) as (there,),
+    ):
+        made_here = await register_generic_space(org.editor)
+        made_there = await register_generic_space(on(replica, org.editor))
+        for live in (here, there):
+            for space in (made_here, made_there):
+                event = await live.next_for(space["id"])
+                assert event["reason"] == "registered"
+                assert event["space"]["name"] == space["name"]
+    await subscribers_reach(replica, 0)
+
+
+async def test_a_replica_listens_only_while_someone_subscribes(
+    server: Server, replica: Server, org: Org
+) -> None:
+    await listen_connections_become(replica, lambda pids: pids == [])
+    async with listening(replica, on(replica, org.viewer).websocket(), None, None):
+        # One connection serves every subscriber of the process.
+        await listen_connections_become(replica, lambda pids: len(pids) == 1)
+    await subscribers_reach(replica, 0)
+    await listen_connections_become(replica, lambda pids: pids == [])
+
+
+async def test_a_lost_listen_connection_is_reopened(
+    server: Server, replica: Server, org: Org
+) -> None:
+    async with listening(replica, on(replica, org.viewer).websocket(), None) as (there,):
+        (lost,) = await listen_connections_become(replica, lambda pids: len(pids) == 1)
+        admin = await asyncpg.connect(
+            replica.backend.url.replace("postgresql+asyncpg", "postgresql")
+        )
+        try:
+            assert await admin.fetchval("SELECT pg_terminate_backend($1)", lost)
+        finally:
+            await admin.close()
+        await listen_connections_become(replica, lambda pids: len(pids) == 1 and lost not in pids)
+        # The subscriber kept its WebSocket and hears events again.
+        space = await register_generic_space(org.editor)
+        assert (await there.next_for(space["id"]))["reason"] == "registered"
+    await subscribers_reach(replica, 0)
