@@ -8,7 +8,7 @@ field, a userError on `createNamespace`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlsplit
 
@@ -74,9 +74,20 @@ async def list_namespaces(services: Services, viewer: Viewer, space: Space) -> l
     return sorted((_ours(namespace, space) for namespace in found), key=lambda n: n.name)
 
 
-async def create_namespace(
+@dataclass(frozen=True)
+class CreationTarget:
+    """A space checked to take a new namespace, and the credential to create it with."""
+
+    space: Space
+    credentials: ClusterCredentials = field(repr=False)
+    name: str
+
+
+async def creation_target(
     unit: Unit, services: Services, viewer: Viewer, space_id: str, name: str
-) -> Namespace:
+) -> CreationTarget:
+    """Every check createNamespace makes before it calls the cluster (in the request's
+    transaction, which ends before that call, so no connection waits on a cluster)."""
     viewer.require("namespace:create")
     problems = Problems("input")
     if (why := dns_label_problem(name)) is not None:
@@ -101,13 +112,23 @@ async def create_namespace(
     try:
         _check_reachable_address(services, space)
         credentials = await credentials_for(unit.session, services, space)
-        created = await kube.create_namespace(credentials, name, {MANAGED_BY_LABEL: MANAGER})
+    except ProviderError as failed:
+        raise UserErrors.one(None, failed.reason, "PROVIDER_ERROR") from failed
+    return CreationTarget(space, credentials, name)
+
+
+async def create_on_cluster(target: CreationTarget) -> Namespace:
+    """Creates the namespace with our label; CONFLICT or PROVIDER_ERROR as userErrors."""
+    try:
+        created = await kube.create_namespace(
+            target.credentials, target.name, {MANAGED_BY_LABEL: MANAGER}
+        )
     except kube.AlreadyExists as exists:
         raise UserErrors.one(
             ["input", "name"],
-            f"a namespace named {name!r} already exists on the cluster",
+            f"a namespace named {target.name!r} already exists on the cluster",
             "CONFLICT",
         ) from exists
     except ProviderError as failed:
         raise UserErrors.one(None, failed.reason, "PROVIDER_ERROR") from failed
-    return _ours(created, space)
+    return _ours(created, target.space)

@@ -1,8 +1,13 @@
-"""Namespaces: listed live on a space's cluster, and created there by a mutation."""
+"""Namespaces: listed live on a space's cluster, and created there by a mutation.
+
+createNamespace checks in one transaction and calls the cluster after it: the
+cluster call may take up to its timeout, and no database connection waits on it.
+"""
 
 from __future__ import annotations
 
 from core import namespaces
+from core.errors import UserErrors
 from db.tables import Space
 from resolvers.context import Context
 from resolvers.mutations import Outcome, run
@@ -14,7 +19,13 @@ async def of_space(context: Context, space: Space) -> list[namespaces.Namespace]
 
 async def create(context: Context, space_id: str, name: str) -> Outcome[namespaces.Namespace]:
     services = context.services
-    return await run(
+    target, refused = await run(
         context,
-        lambda unit, viewer: namespaces.create_namespace(unit, services, viewer, space_id, name),
+        lambda unit, viewer: namespaces.creation_target(unit, services, viewer, space_id, name),
     )
+    if target is None:
+        return None, refused
+    try:
+        return await namespaces.create_on_cluster(target), []
+    except UserErrors as failed:
+        return None, failed.errors

@@ -4,6 +4,8 @@ cluster can fail, for the query field and for the mutation."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -332,3 +334,32 @@ async def test_a_client_certificate_space_lists_and_creates(org: Org, cluster: K
     name = make.unique("cert")
     assert (await create(org.editor, space["id"], name))["namespace"]["managed"] is True
     assert cluster.namespaces[name]["metadata"]["labels"][MANAGED_BY] == "spacedock"
+
+
+async def test_slow_cluster_calls_hold_no_database_connection(
+    org: Org, cluster: KubeStandIn
+) -> None:
+    # More creates than the server's connection pool holds (15 on SQLite, 30 on Postgres),
+    # against a cluster slower than the test's patience: if each kept its transaction open
+    # across the cluster call, only a pool's worth would reach the cluster at once, and any
+    # other request would queue behind them.
+    in_flight = 40
+    space = await register(org, cluster)
+    cluster.delay_s = 3.0
+    posted = cluster.requests["POST /api/v1/namespaces"]
+    names = [make.unique("slow") for _ in range(in_flight)]
+    fired = time.monotonic()
+    creates = [asyncio.create_task(create(org.editor, space["id"], name)) for name in names]
+    while cluster.requests["POST /api/v1/namespaces"] - posted < in_flight:
+        assert time.monotonic() - fired < 2.5, "creates queued instead of all reaching the cluster"
+        await asyncio.sleep(0.02)
+
+    started = time.monotonic()
+    data = await org.viewer.data("{ spaces { totalCount } }")
+    answered_in = time.monotonic() - started
+
+    assert data["spaces"]["totalCount"] == 1
+    assert answered_in < 1.0, f"a database read waited {answered_in:.2f}s behind cluster calls"
+    payloads = await asyncio.gather(*creates)
+    assert all(p["userErrors"] == [] for p in payloads)
+    assert set(names) <= set(cluster.namespaces)
