@@ -6,32 +6,23 @@ from __future__ import annotations
 
 import base64
 import secrets
-import ssl
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 import yaml
 
-from core.clusters import credentials_for
-from core.events import InProcessBus
-from core.health import HealthRule
-from core.secrets import SecretBox
-from core.services import Services
-from db.engine import Database
-from db.spaces import spaces_by_ids
-from providers.credentials import ClusterCredentials
 from tests.conftest import Org
 from tests.support.kube_standin import KubeStandIn
 from tests.support.server import REPO, Server
 
-SPACES = "{ viewer { org { id } } spaces(first: 100) { nodes { id name provider config { server clusterName } } } }"
+SPACES = "{ spaces(first: 100) { nodes { id name provider config { server clusterName } } } }"
+
+STANDIN_NAMESPACES = ["default", "kube-system"]
 
 
 @pytest.fixture(scope="module")
@@ -94,44 +85,17 @@ def run_import(server: Server, path: Path, *args: str, org: str) -> Run:
     return Run(done.returncode, done.stdout, done.stderr)
 
 
-async def spaces_by_name(org: Org) -> tuple[str, dict[str, dict[str, Any]]]:
+async def spaces_by_name(org: Org) -> dict[str, dict[str, Any]]:
     data = await org.viewer.data(SPACES)
-    return data["viewer"]["org"]["id"], {s["name"]: s for s in data["spaces"]["nodes"]}
+    return {s["name"]: s for s in data["spaces"]["nodes"]}
 
 
-def tls_context(credential: ClusterCredentials) -> ssl.SSLContext:
-    context = ssl.create_default_context(cadata=credential.ca_pem)
-    if credential.client_certificate_pem and credential.client_key_pem:
-        with tempfile.TemporaryDirectory() as directory:
-            cert, key = Path(directory, "tls.crt"), Path(directory, "tls.key")
-            cert.write_text(credential.client_certificate_pem)
-            key.write_text(credential.client_key_pem)
-            context.load_cert_chain(cert, key)
-    return context
-
-
-async def version_status_with_stored_credential(server: Server, org_id: str, space_id: str) -> int:
-    """GET /version with the credential spacedock stored for the space, as its probe would."""
-    database = Database(server.backend.url)
-    services = Services(
-        database=database,
-        bus=InProcessBus(),
-        secrets=SecretBox(server.secret_key),
-        health=HealthRule(60),
+async def namespaces_through_the_stored_credential(org: Org, space_id: str) -> list[str]:
+    """Space.namespaces is read live from the cluster with the credential the import stored."""
+    data = await org.viewer.data(
+        "query($id: ID!) { space(id: $id) { namespaces { name } } }", {"id": space_id}
     )
-    try:
-        async with services.read() as session:
-            (space,) = await spaces_by_ids(session, org_id, [space_id])
-            credential = await credentials_for(session, services, space)
-    finally:
-        await database.dispose()
-    context = tls_context(credential)
-    headers = {"Authorization": f"Bearer {credential.token}"} if credential.token else {}
-    async with (
-        aiohttp.ClientSession() as http,
-        http.get(f"{credential.server}/version", ssl=context, headers=headers) as response,
-    ):
-        return response.status
+    return sorted(n["name"] for n in data["space"]["namespaces"])
 
 
 def assert_no_secrets(run: Run, *secret_texts: str) -> None:
@@ -153,7 +117,7 @@ async def test_token_user_becomes_a_working_generic_space(
     run = run_import(server, path, org=org.name)
 
     assert run.code == 0, run.output
-    org_id, spaces = await spaces_by_name(org)
+    spaces = await spaces_by_name(org)
     space = spaces["kind-dev"]
     assert space["provider"] == "GENERIC"
     assert space["config"] == {"server": kube.url, "clusterName": "kind-dev-cluster"}
@@ -161,7 +125,7 @@ async def test_token_user_becomes_a_working_generic_space(
         f"imported space=kind-dev id={space['id']} server={kube.url} context=kind-dev"
     )
     assert_no_secrets(run, kube.token)
-    assert await version_status_with_stored_credential(server, org_id, space["id"]) == 200
+    assert await namespaces_through_the_stored_credential(org, space["id"]) == STANDIN_NAMESPACES
 
 
 async def test_client_certificate_user_imports_with_a_sanitized_name(
@@ -178,14 +142,14 @@ async def test_client_certificate_user_imports_with_a_sanitized_name(
     run = run_import(server, path, "--context", eks_style, org=org.name)
 
     assert run.code == 0, run.output
-    org_id, spaces = await spaces_by_name(org)
+    spaces = await spaces_by_name(org)
     space = spaces["arn-aws-eks-us-east-1-123456789012-cluster-prod"]
     assert space["config"]["server"] == f"{kube.url}/prod"
     assert (
         space["config"]["clusterName"] == "arn-aws-eks-us-east-1-123456789012-cluster-prod-cluster"
     )
     assert_no_secrets(run, pair.key_pem)
-    assert await version_status_with_stored_credential(server, org_id, space["id"]) == 200
+    assert await namespaces_through_the_stored_credential(org, space["id"]) == STANDIN_NAMESPACES
 
 
 async def test_file_paths_resolve_beside_the_kubeconfig_and_all_contexts_import(
@@ -218,13 +182,14 @@ async def test_file_paths_resolve_beside_the_kubeconfig_and_all_contexts_import(
 
     assert run.code == 0, run.output
     assert len(run.stdout.splitlines()) == 2
-    org_id, spaces = await spaces_by_name(org)
+    spaces = await spaces_by_name(org)
     assert spaces["cert-files"]["config"]["server"] == f"{kube.url}/files"
     assert spaces["token-file"]["config"]["server"] == f"{kube.url}/token-file"
     assert_no_secrets(run, pair.key_pem, kube.token)
     for name in ("cert-files", "token-file"):
         assert (
-            await version_status_with_stored_credential(server, org_id, spaces[name]["id"]) == 200
+            await namespaces_through_the_stored_credential(org, spaces[name]["id"])
+            == STANDIN_NAMESPACES
         )
 
 
@@ -236,7 +201,7 @@ async def test_name_overrides_the_context_name(
     run = run_import(server, path, "--name", "laptop-k3s", org=org.name)
 
     assert run.code == 0, run.output
-    _, spaces = await spaces_by_name(org)
+    spaces = await spaces_by_name(org)
     assert set(spaces) == {"laptop-k3s"}
 
 
@@ -276,7 +241,7 @@ async def test_exec_plugin_user_is_refused_with_the_service_account_recipe(
         f"spacedock space import-kubeconfig {path} --context spacedock-eks-prod --org {org.name}"
         in run.stderr
     )
-    _, spaces = await spaces_by_name(org)
+    spaces = await spaces_by_name(org)
     assert set(spaces) == {"kind-ok"}
     assert_no_secrets(run, kube.token)
 
@@ -292,7 +257,7 @@ async def test_insecure_skip_tls_verify_is_refused(
     assert run.code == 1
     assert "sets insecure-skip-tls-verify" in run.stderr
     assert "certificate-authority-data" in run.stderr
-    _, spaces = await spaces_by_name(org)
+    spaces = await spaces_by_name(org)
     assert spaces == {}
 
 
@@ -311,7 +276,7 @@ async def test_unknown_context_names_the_ones_there_are(
 
     assert run.code == 2
     assert f"{path} has no context 'staging'; its contexts are: dev, prod" in run.stderr
-    _, spaces = await spaces_by_name(org)
+    spaces = await spaces_by_name(org)
     assert spaces == {}
 
 
@@ -331,7 +296,7 @@ async def test_second_import_of_the_same_context_is_a_conflict(
         "input.config.server: this cluster is already registered as a space (CONFLICT)"
         in again.stderr
     )
-    _, spaces = await spaces_by_name(org)
+    spaces = await spaces_by_name(org)
     assert list(spaces) == ["kind-dev"]
 
 
@@ -346,3 +311,16 @@ async def test_unknown_org_is_refused_with_the_command_that_creates_it(
     assert run.code == 2
     assert f"there is no org '{missing}'" in run.stderr
     assert f"spacedock token create --org {missing} --role admin" in run.stderr
+
+
+def test_broken_yaml_is_located_but_never_quoted(
+    server: Server, kube: KubeStandIn, tmp_path: Path
+) -> None:
+    path = tmp_path / "config"
+    path.write_text(f"users:\n- name: admin\n  user:\n    token: {kube.token}\n  [broken\n")
+
+    run = run_import(server, path, org="acme")
+
+    assert run.code == 2
+    assert f"{path} is not valid YAML at line " in run.stderr
+    assert_no_secrets(run, kube.token)
