@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import socket
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
-from sqlalchemy.exc import IntegrityError
 
 from core import accounts
 from core.errors import Problems, UserErrors
@@ -42,7 +42,8 @@ ALLOWED = {
     "AZURE": {"clusterName", "region", "resourceGroup", "subscriptionId"},
     "GENERIC": {"clusterName", "region", *("server", *GENERIC_SECRETS)},
 }
-LINK_LOCAL = ipaddress.ip_network("169.254.0.0/16")
+# Cloud metadata services live in the link-local ranges; no API server may point there.
+LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
 
 
 @dataclass(frozen=True)
@@ -55,16 +56,31 @@ class RegisterSpaceRequest:
     synthetic: bool
 
 
+def _literal_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address a host literal stands for, including the legacy IPv4 spellings
+    (2852039166, 0xa9.0xfe.0xa9.0xfe, 169.254.43518) that the system resolver accepts."""
+    bare = host.strip("[]").split("%", 1)[0]
+    try:
+        address = ipaddress.ip_address(bare)
+    except ValueError:
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(bare))
+        except OSError:
+            return None  # a host name; the probe checks what it resolves to
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
 def denied_network(
     host: str, deny: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
 ) -> str | None:
     """Why an API server address may not be contacted, if it may not (cloud metadata and
     operator-denied ranges); loopback stays allowed for kind and k3s."""
-    try:
-        address = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
+    address = _literal_address(host)
+    if address is None:
         return None
-    for network in (LINK_LOCAL, *deny):
+    for network in (*LINK_LOCAL, *deny):
         if address.version == network.version and address in network:
             return f"{address} is in the denied network {network}"
     return None
@@ -80,6 +96,13 @@ def _check_server(problems: Problems, server: str, deny: tuple[Any, ...]) -> str
             ["config", "server"], "server must not carry credentials, a query or a fragment"
         )
         return None
+    try:
+        port = parts.port
+    except ValueError:  # urlsplit checks the port only when it is read
+        port = 0
+    if port == 0:
+        problems.add(["config", "server"], "server has a port outside 1-65535")
+        return None
     if (why := denied_network(parts.hostname, deny)) is not None:
         problems.add(["config", "server"], f"server is not allowed: {why}")
         return None
@@ -87,10 +110,12 @@ def _check_server(problems: Problems, server: str, deny: tuple[Any, ...]) -> str
 
 
 def _check_generic_secrets(problems: Problems, config: dict[str, str]) -> None:
-    try:
-        x509.load_pem_x509_certificates(config["caCert"].encode())
-    except (ValueError, KeyError):
-        problems.add(["config", "caCert"], "caCert must be a PEM CA bundle")
+    ca_cert = config.get("caCert", "")
+    if ca_cert.strip():  # a missing caCert is already reported as required
+        try:
+            x509.load_pem_x509_certificates(ca_cert.encode())
+        except ValueError:
+            problems.add(["config", "caCert"], "caCert must be a PEM CA bundle")
     token = config.get("serviceAccountToken")
     certificate, key = config.get("clientCertificate"), config.get("clientKey")
     if token is None and certificate is None and key is None:
@@ -139,16 +164,13 @@ def _check_config(
     for field in ("clusterName", "resourceGroup"):
         if config.get(field) and (why := cloud_name_problem(config[field])) is not None:
             problems.add(["config", field], f"{field} {why}")
-    if config.get("region") and not accounts.REGION.match(config["region"]):
+    region = config.get("region")
+    if region and provider == "AWS" and not accounts.AWS_REGION.match(region):
+        problems.add(["config", "region"], "region must be an AWS region such as us-east-1")
+    elif region and not accounts.REGION.match(region):
         problems.add(
             ["config", "region"], "region must be a cloud region or location such as us-east-1"
         )
-    if (
-        provider == "AWS"
-        and config.get("region")
-        and not accounts.AWS_REGION.match(config["region"])
-    ):
-        problems.add(["config", "region"], "region must be an AWS region such as us-east-1")
     if (
         provider == "GCP"
         and config.get("projectId")
@@ -165,7 +187,7 @@ def _check_config(
         normalized = _check_server(problems, config["server"], deny)
         if normalized:
             config["server"] = normalized
-    if provider == "GENERIC" and config.get("caCert"):
+    if provider == "GENERIC":
         _check_generic_secrets(problems, config)
 
 
@@ -265,15 +287,9 @@ async def register(
         next_probe_at=unit.now,
         created_at=unit.now,
     )
-    try:
-        async with unit.session.begin_nested():
-            await repo.add(unit.session, space)
-    except IntegrityError as race:
-        raise UserErrors.one(
-            ["input", "name"],
-            "a space with this name or cluster was registered just now",
-            "CONFLICT",
-        ) from race
+    # A concurrent registration of the same name or cluster fails this insert; the
+    # mutation is then retried and the checks above answer CONFLICT.
+    await repo.add(unit.session, space)
     await record_transition(unit, space, None, "UNKNOWN", "registered")
     unit.probe_soon = True
     return space

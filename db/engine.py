@@ -25,9 +25,30 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
+SQLITE_CONSTRAINT_UNIQUE = 2067
+SQLITE_CONSTRAINT_PRIMARYKEY = 1555
+POSTGRES_UNIQUE_VIOLATION = "23505"
 MIGRATIONS = Path(__file__).parent / "migrations"
 # Any fixed 64-bit number; replicas starting together queue on it.
 MIGRATION_LOCK_ID = 0x5BACED0C
+
+
+class UniqueViolation(Exception):
+    """A write lost a race: a row it checked was absent was inserted concurrently.
+
+    The transaction has been rolled back whole. Retrying it lets the domain's own checks
+    see the other row and answer as they would have (CONFLICT, or an idempotent result).
+    Savepoints would not do: on SQLite a savepoint taken before the first write commits
+    on release, so a later rollback would keep the row.
+    """
+
+
+def _is_unique_violation(error: sa.exc.IntegrityError) -> bool:
+    cause = error.orig
+    if getattr(cause, "sqlstate", None) == POSTGRES_UNIQUE_VIOLATION:
+        return True
+    code = getattr(cause, "sqlite_errorcode", None)
+    return code in (SQLITE_CONSTRAINT_UNIQUE, SQLITE_CONSTRAINT_PRIMARYKEY)
 
 
 class Database:
@@ -51,8 +72,13 @@ class Database:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
-        async with self._sessions() as session, session.begin():
-            yield session
+        try:
+            async with self._sessions() as session, session.begin():
+                yield session
+        except sa.exc.IntegrityError as error:
+            if _is_unique_violation(error):
+                raise UniqueViolation(str(error.orig)) from error
+            raise
 
     async def ping(self) -> None:
         async with self.engine.connect() as conn:

@@ -22,7 +22,11 @@ def effective_status(stale_before: datetime) -> sa.ColumnElement[str]:
     """The health rule in SQL; `core.health.HealthRule.status_of` is the same rule in Python."""
     return sa.case(
         (col(Space.held), "INACTIVE"),
-        (sa.func.coalesce(Space.last_probe_at, Space.created_at) < stale_before, "UNKNOWN"),
+        # A deregistered space is no longer probed: it keeps its last verdict, never stale.
+        (
+            sa.and_(LIVE, sa.func.coalesce(Space.last_probe_at, Space.created_at) < stale_before),
+            "UNKNOWN",
+        ),
         else_=Space.probe_status,
     )
 

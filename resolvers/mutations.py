@@ -9,6 +9,7 @@ from core import accounts, environments, spaces
 from core.errors import UserError, UserErrors
 from core.rbac import Viewer
 from core.services import Unit
+from db.engine import UniqueViolation
 from db.tables import CloudAccount, ClusterGrant, Environment, Space
 from resolvers.context import Context
 
@@ -16,12 +17,21 @@ T = TypeVar("T")
 Outcome = tuple[T | None, list[UserError]]
 
 
+RACE_LOST = UserError(None, "Another change to the same object won; try again.", "CONFLICT")
+
+
 async def run(context: Context, action: Callable[[Unit, Viewer], Awaitable[T]]) -> Outcome[T]:
-    try:
-        async with context.services.unit() as unit:
-            return await action(unit, context.caller), []
-    except UserErrors as refused:
-        return None, refused.errors
+    # A unique violation means a concurrent write got there first; one retry lets the
+    # domain see it and refuse (CONFLICT on the right field) or succeed idempotently.
+    for _attempt in range(2):
+        try:
+            async with context.services.unit() as unit:
+                return await action(unit, context.caller), []
+        except UserErrors as refused:
+            return None, refused.errors
+        except UniqueViolation:
+            continue
+    return None, [RACE_LOST]
 
 
 async def create_cloud_account(
