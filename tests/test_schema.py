@@ -1,0 +1,157 @@
+"""The schema stays honest: `schema.graphql` is what the code serves, and it keeps the contract.
+
+`schema.graphql` is generated from the code (`spacedock export-schema`); a
+test fails as soon as the two drift. Every type, field, argument, interface
+and enum value of the shared `contract.graphql` must be in it with the same
+type. Parts that later issues deliver are listed in NOT_YET; an item there
+that turns up in the schema fails too, so the list can only shrink.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from graphql import (
+    GraphQLEnumType,
+    GraphQLInputObjectType,
+    GraphQLInputType,
+    GraphQLInterfaceType,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLSchema,
+    Undefined,
+    build_schema,
+    is_specified_scalar_type,
+)
+
+from schema.build import SDL_PATH, sdl
+
+CONTRACT = Path(__file__).resolve().parents[2] / "shared" / "contract.graphql"
+
+# Owned by later issues: cluster discovery, then CloudSpaces.
+NOT_YET = {
+    "CloudAccount.clusters",
+    "DiscoveredCluster",
+    "CloudSpace",
+    "CloudSpaceEdge",
+    "CloudSpaceConnection",
+    "CloudSpaceEvent",
+    "CloudSpacePhase",
+    "Quota",
+    "VCluster",
+    "Space.cloudSpaces",
+    "Query.cloudSpaces",
+    "Query.cloudSpace",
+    "Mutation.createCloudSpace",
+    "Mutation.updateCloudSpaceQuota",
+    "Mutation.deleteCloudSpace",
+    "CreateCloudSpaceInput",
+    "UpdateCloudSpaceQuotaInput",
+    "DeleteCloudSpaceInput",
+    "CloudSpacePayload",
+    "Subscription.cloudSpacePhaseChanged",
+}
+
+
+def parts(schema: GraphQLSchema) -> dict[str, str]:
+    """Every named part of a schema and what it must be: a type's kind, a field's or an
+    argument's type as SDL prints it, "implemented" for an interface, "value" for an enum
+    value. Keys: `Type`, `Type.field`, `Type.field(arg)`, `Type implements I`, `Enum.VALUE`."""
+    found: dict[str, str] = {}
+    for name, kind in schema.type_map.items():
+        if name.startswith("__") or is_specified_scalar_type(kind):
+            continue
+        found[name] = type(kind).__name__
+        if isinstance(kind, GraphQLObjectType | GraphQLInterfaceType):
+            for interface in kind.interfaces:
+                found[f"{name} implements {interface.name}"] = "implemented"
+            for field_name, field in kind.fields.items():
+                found[f"{name}.{field_name}"] = str(field.type)
+                for arg_name, arg in field.args.items():
+                    found[f"{name}.{field_name}({arg_name})"] = str(arg.type)
+        elif isinstance(kind, GraphQLInputObjectType):
+            for field_name, input_field in kind.fields.items():
+                found[f"{name}.{field_name}"] = str(input_field.type)
+        elif isinstance(kind, GraphQLEnumType):
+            for value in kind.values:
+                found[f"{name}.{value}"] = "value"
+    return found
+
+
+def owner_not_yet(part: str) -> str | None:
+    """The NOT_YET entry that covers `part` (itself, its type or its field), if any."""
+    for candidate in (part, part.split("(")[0], part.split(".")[0].split(" ")[0]):
+        if candidate in NOT_YET:
+            return candidate
+    return None
+
+
+def is_required(kind: GraphQLInputType, default: Any) -> bool:
+    return isinstance(kind, GraphQLNonNull) and default is Undefined
+
+
+@pytest.fixture(scope="module")
+def served() -> GraphQLSchema:
+    return build_schema(SDL_PATH.read_text())
+
+
+@pytest.fixture(scope="module")
+def contract() -> GraphQLSchema:
+    if not CONTRACT.is_file():
+        pytest.skip(f"the shared contract is not at {CONTRACT} (shared/ beside the repo)")
+    return build_schema(CONTRACT.read_text())
+
+
+def test_schema_graphql_is_the_export_of_the_code() -> None:
+    assert SDL_PATH.read_text() == sdl(), (
+        "schema.graphql differs from the code; run `spacedock export-schema`"
+    )
+
+
+def test_every_contract_part_is_served_with_its_type(
+    served: GraphQLSchema, contract: GraphQLSchema
+) -> None:
+    ours = parts(served)
+    wrong = {
+        part: (expected, ours.get(part, "missing"))
+        for part, expected in parts(contract).items()
+        if owner_not_yet(part) is None and ours.get(part) != expected
+    }
+    assert wrong == {}, "contract part: (contract, schema.graphql)"
+
+
+def test_not_yet_lists_only_contract_parts_that_are_still_missing(
+    served: GraphQLSchema, contract: GraphQLSchema
+) -> None:
+    in_contract = parts(contract)
+    assert set(in_contract) >= NOT_YET, "NOT_YET names something the contract lacks"
+    arrived = sorted(part for part in NOT_YET if part in parts(served))
+    assert arrived == [], f"now served, so take them off NOT_YET: {arrived}"
+
+
+def test_additions_to_contract_fields_and_inputs_are_optional(
+    served: GraphQLSchema, contract: GraphQLSchema
+) -> None:
+    """The server may add arguments and input fields, but a client written against the
+    contract never sends them, so none of them may be required."""
+    promised = parts(contract)
+    required = []
+    for name, kind in served.type_map.items():
+        if isinstance(kind, GraphQLObjectType | GraphQLInterfaceType):
+            for field_name, field in kind.fields.items():
+                if f"{name}.{field_name}" not in promised:
+                    continue
+                for arg_name, arg in field.args.items():
+                    part = f"{name}.{field_name}({arg_name})"
+                    if part not in promised and is_required(arg.type, arg.default_value):
+                        required.append(part)
+        elif isinstance(kind, GraphQLInputObjectType) and name in promised:
+            for field_name, input_field in kind.fields.items():
+                part = f"{name}.{field_name}"
+                if part not in promised and is_required(
+                    input_field.type, input_field.default_value
+                ):
+                    required.append(part)
+    assert required == []
