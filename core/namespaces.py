@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from urllib.parse import urlsplit
 
 from core.clusters import credentials_for
 from core.errors import ApiError, Problems, UserErrors
 from core.names import dns_label_problem
 from core.rbac import Viewer
 from core.services import Services, Unit
-from core.spaces import denied_network, public_config
 from db import spaces as space_repo
 from db.tables import Space
 from providers import kube
@@ -46,16 +44,7 @@ def _ours(found: kube.ClusterNamespace, space: Space) -> Namespace:
     )
 
 
-def _check_reachable_address(services: Services, space: Space) -> None:
-    """The deny list may have grown since registration; it holds for every call."""
-    server = public_config(space).get("server")
-    host = urlsplit(server).hostname if server else None
-    if host and (why := denied_network(host, services.deny_networks)) is not None:
-        raise PermanentError(f"the API server address is not allowed: {why}")
-
-
 async def _credentials(services: Services, space: Space) -> ClusterCredentials:
-    _check_reachable_address(services, space)
     async with services.read() as session:
         return await credentials_for(session, services, space)
 
@@ -68,7 +57,7 @@ async def list_namespaces(services: Services, viewer: Viewer, space: Space) -> l
         if space.deregistered_at is not None:
             raise PermanentError(DEREGISTERED)
         credentials = await _credentials(services, space)
-        found = await kube.list_namespaces(credentials)
+        found = await kube.list_namespaces(credentials, deny=services.deny_networks)
     except ProviderError as failed:
         raise ApiError("PROVIDER_ERROR", failed.reason) from failed
     return sorted((_ours(namespace, space) for namespace in found), key=lambda n: n.name)
@@ -110,18 +99,20 @@ async def creation_target(
             "PRECONDITION_FAILED",
         )
     try:
-        _check_reachable_address(services, space)
         credentials = await credentials_for(unit.session, services, space)
     except ProviderError as failed:
         raise UserErrors.one(None, failed.reason, "PROVIDER_ERROR") from failed
     return CreationTarget(space, credentials, name)
 
 
-async def create_on_cluster(target: CreationTarget) -> Namespace:
+async def create_on_cluster(services: Services, target: CreationTarget) -> Namespace:
     """Creates the namespace with our label; CONFLICT or PROVIDER_ERROR as userErrors."""
     try:
         created = await kube.create_namespace(
-            target.credentials, target.name, {MANAGED_BY_LABEL: MANAGER}
+            target.credentials,
+            target.name,
+            {MANAGED_BY_LABEL: MANAGER},
+            deny=services.deny_networks,
         )
     except kube.AlreadyExists as exists:
         raise UserErrors.one(

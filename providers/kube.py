@@ -1,12 +1,19 @@
 """kubernetes-asyncio clients built from a cluster credential, and the namespace calls on them.
 
 A client is built in memory for one call scope and closed after it: it never
-comes from, or changes, the SDK's global default `Configuration`. The SDK
-only reads the CA and a client certificate from files, so they are written to
-a private temporary directory (0700, files 0600), read while the `ApiClient`
-builds its TLS context, and deleted before the client is used. Every failure
-leaves as a `ProviderError` whose reason uses the words of `providers.errors`;
-the SDK exception is chained, never quoted, since its text carries headers.
+comes from, or changes, the SDK's global default `Configuration`. The SDK and
+`ssl` read the CA and a client certificate only from files, so they are written
+to a private temporary directory (0700, files 0600; in /dev/shm where there is
+one), read while the TLS context is built, and deleted before the client sends
+anything.
+
+The SDK's own aiohttp session is swapped for one that neither looks up proxy
+settings per request (kubernetes-asyncio sets `trust_env=True`: two thread-pool
+hops per call) nor resolves names unchecked: it uses the probe's deny-list
+resolver, so a cluster call cannot reach cloud metadata or a denied network any
+more than a probe can. Every failure leaves as a `ProviderError` whose reason
+uses the words of `providers.errors`; the SDK exception is chained, never
+quoted, since its text carries response headers.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import ssl
 import tempfile
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -23,15 +31,20 @@ from datetime import UTC, datetime
 import aiohttp
 from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api, V1Namespace, V1ObjectMeta
 from kubernetes_asyncio.client.exceptions import ApiException
+from yarl import URL
 
 from providers.credentials import ClusterCredentials
 from providers.errors import PermanentError, ProviderError, for_exception, for_status
+from providers.probe import DenyingResolver, IPNetwork, denied_address
 
 DEFAULT_TIMEOUT_S = 10.0
 # kubernetes-asyncio reads up to this much per chunk; kept when its session is replaced.
 READ_BUFFER_BYTES = 2**21
 # A server's Status message is shown to users; a misbehaving server must not flood it.
 SERVER_MESSAGE_LIMIT = 200
+# Key files go to memory-backed storage where the system has it: then they never reach a
+# disk at all, and creating and removing them costs 0.2 ms instead of 1.6 ms on ext4.
+SCRATCH_ROOT = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
 class AlreadyExists(PermanentError):
@@ -53,44 +66,45 @@ def _write_private(directory: str, name: str, content: str) -> str:
     return path
 
 
-def _without_proxy_lookup(client: ApiClient) -> None:
-    """The SDK's aiohttp session trusts the environment: every request looks up netrc and
-    proxies in a thread pool. Cluster calls never go through a proxy, so the session is
-    replaced by one on the same connector (same TLS context) that does not."""
-    rest = client.rest_client
-    built: aiohttp.ClientSession = rest.pool_manager
-    connector = built.connector
-    built.detach()
-    rest.pool_manager = aiohttp.ClientSession(
-        connector=connector, trust_env=False, read_bufsize=READ_BUFFER_BYTES
-    )
-
-
-def build_client(credentials: ClusterCredentials) -> ApiClient:
+async def build_client(
+    credentials: ClusterCredentials, deny: tuple[IPNetwork, ...] = ()
+) -> ApiClient:
     """An ApiClient for the credential's cluster; no file of it remains once this returns.
 
-    The caller closes it (or uses `cluster_api`, which does)."""
+    The caller closes it (or uses `cluster_api`, which does). Raises PermanentError
+    (TLS) for a CA or client certificate that cannot be loaded."""
     configuration = Configuration(host=credentials.server.rstrip("/"))
     if credentials.token is not None:
         configuration.api_key = {"BearerToken": credentials.token}
         configuration.api_key_prefix = {"BearerToken": "Bearer"}
-    with tempfile.TemporaryDirectory(prefix="spacedock-kube-") as directory:
-        configuration.ssl_ca_cert = _write_private(directory, "ca.crt", credentials.ca_pem)
-        if (
-            credentials.client_certificate_pem is not None
-            and credentials.client_key_pem is not None
-        ):
-            configuration.cert_file = _write_private(
-                directory, "tls.crt", credentials.client_certificate_pem
-            )
-            configuration.key_file = _write_private(
-                directory, "tls.key", credentials.client_key_pem
-            )
-        # ApiClient.__init__ builds the SSL context: the files are read here, and only here.
-        client = ApiClient(configuration)
-    # Nothing may read the deleted paths later (the SDK only reads them in __init__).
-    configuration.ssl_ca_cert = configuration.cert_file = configuration.key_file = None
-    _without_proxy_lookup(client)
+    try:
+        with tempfile.TemporaryDirectory(prefix="spacedock-kube-", dir=SCRATCH_ROOT) as directory:
+            configuration.ssl_ca_cert = _write_private(directory, "ca.crt", credentials.ca_pem)
+            tls = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+            if credentials.client_certificate_pem and credentials.client_key_pem:
+                tls.load_cert_chain(
+                    _write_private(directory, "tls.crt", credentials.client_certificate_pem),
+                    _write_private(directory, "tls.key", credentials.client_key_pem),
+                )
+            # ApiClient.__init__ builds a context of its own from the CA file (without
+            # one, from the whole system store: 17 ms); its session is replaced below.
+            client = ApiClient(configuration)
+    except (ssl.SSLError, ValueError) as unusable:
+        raise PermanentError(
+            "TLS: the cluster's CA or client certificate cannot be loaded; check caCert"
+        ) from unusable
+    configuration.ssl_ca_cert = None
+    await client.rest_client.pool_manager.close()  # it never sent a byte
+    client.rest_client.pool_manager = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(
+            ssl=tls,
+            limit=configuration.connection_pool_maxsize,
+            resolver=DenyingResolver(deny),
+        ),
+        trust_env=False,
+        cookie_jar=aiohttp.DummyCookieJar(),  # one client per call scope: nothing to remember
+        read_bufsize=READ_BUFFER_BYTES,
+    )
     return client
 
 
@@ -117,17 +131,17 @@ def translate(error: BaseException, timeout_s: float) -> ProviderError:
 
 @asynccontextmanager
 async def cluster_api(
-    credentials: ClusterCredentials, timeout_s: float = DEFAULT_TIMEOUT_S
+    credentials: ClusterCredentials,
+    *,
+    deny: tuple[IPNetwork, ...] = (),
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> AsyncIterator[CoreV1Api]:
-    """CoreV1Api on a fresh client; the whole block must finish within timeout_s, and any
-    failure in it leaves as a ProviderError."""
-    try:
-        client = build_client(credentials)
-    except (OSError, ValueError) as unusable:
-        # ssl raises SSLError (an OSError) for a CA or key it cannot load.
-        raise PermanentError(
-            "TLS: the cluster's CA or client certificate cannot be loaded"
-        ) from unusable
+    """CoreV1Api on a fresh client. The block must finish within timeout_s; any failure in
+    it leaves as a ProviderError. An API server in a denied network is never contacted."""
+    host = URL(credentials.server).host
+    if host is not None and (why := denied_address(host, deny)) is not None:
+        raise PermanentError(why)  # an IP literal: the resolver never sees it
+    client = await build_client(credentials, deny)
     try:
         async with asyncio.timeout(timeout_s):
             yield CoreV1Api(client)
@@ -151,9 +165,12 @@ def _from_cluster(namespace: V1Namespace) -> ClusterNamespace:
 
 
 async def list_namespaces(
-    credentials: ClusterCredentials, timeout_s: float = DEFAULT_TIMEOUT_S
+    credentials: ClusterCredentials,
+    *,
+    deny: tuple[IPNetwork, ...] = (),
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> list[ClusterNamespace]:
-    async with cluster_api(credentials, timeout_s) as api:
+    async with cluster_api(credentials, deny=deny, timeout_s=timeout_s) as api:
         listed = await api.list_namespace()
     return [_from_cluster(item) for item in listed.items]
 
@@ -162,10 +179,12 @@ async def create_namespace(
     credentials: ClusterCredentials,
     name: str,
     labels: Mapping[str, str],
+    *,
+    deny: tuple[IPNetwork, ...] = (),
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> ClusterNamespace:
     """Creates the namespace; AlreadyExists when one of that name is there."""
     body = V1Namespace(metadata=V1ObjectMeta(name=name, labels=dict(labels)))
-    async with cluster_api(credentials, timeout_s) as api:
+    async with cluster_api(credentials, deny=deny, timeout_s=timeout_s) as api:
         created = await api.create_namespace(body)
     return _from_cluster(created)

@@ -26,6 +26,6 @@ async def create(context: Context, space_id: str, name: str) -> Outcome[namespac
     if target is None:
         return None, refused
     try:
-        return await namespaces.create_on_cluster(target), []
+        return await namespaces.create_on_cluster(services, target), []
     except UserErrors as failed:
         return None, failed.errors

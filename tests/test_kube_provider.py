@@ -3,9 +3,9 @@ failure named with its reason words, and no key material left on disk."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import stat
-import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -128,6 +128,28 @@ async def test_an_unloadable_ca_is_tls_before_any_request(k: KubeStandIn) -> Non
     assert sum(k.requests.values()) == before
 
 
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+async def test_a_server_in_a_denied_network_is_never_contacted(k: KubeStandIn, host: str) -> None:
+    """Literal addresses and names resolving into a denied network alike."""
+    before = sum(k.requests.values())
+    credentials = ClusterCredentials(
+        server=f"https://{host}:{k.port}", ca_pem=k.ca_pem, token=k.token
+    )
+    with pytest.raises(PermanentError) as raised:
+        await kube.list_namespaces(credentials, deny=(ipaddress.ip_network("127.0.0.0/8"),))
+    assert raised.value.reason.startswith("denied")
+    assert sum(k.requests.values()) == before
+
+
+async def test_cloud_metadata_is_denied_without_any_setting() -> None:
+    metadata = ClusterCredentials(
+        server="https://169.254.169.254", ca_pem=CertificateAuthority("x").pem, token="t"
+    )
+    with pytest.raises(PermanentError) as raised:
+        await kube.list_namespaces(metadata, timeout_s=1)
+    assert raised.value.reason.startswith("denied")
+
+
 async def test_a_slow_server_is_a_timeout_within_the_limit(k: KubeStandIn) -> None:
     k.delay_s = 3.0
     started = time.monotonic()
@@ -140,7 +162,7 @@ async def test_a_slow_server_is_a_timeout_within_the_limit(k: KubeStandIn) -> No
 async def test_key_material_is_on_disk_only_while_the_client_is_built(
     k: KubeStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(kube, "SCRATCH_ROOT", str(tmp_path))
     seen_at_build: dict[str, Any] = {}
     real_api_client = ApiClient
 
@@ -154,7 +176,7 @@ async def test_key_material_is_on_disk_only_while_the_client_is_built(
 
     monkeypatch.setattr(kube, "ApiClient", observing_api_client)
     credentials = certificate_credentials(k)
-    client = kube.build_client(credentials)
+    client = await kube.build_client(credentials)
     try:
         assert seen_at_build["directory_mode"] == 0o700
         assert seen_at_build["files"] == {"ca.crt": 0o600, "tls.crt": 0o600, "tls.key": 0o600}
@@ -170,7 +192,7 @@ async def test_key_material_is_on_disk_only_while_the_client_is_built(
 async def test_a_failed_build_leaves_no_file_either(
     k: KubeStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(kube, "SCRATCH_ROOT", str(tmp_path))
     pair = k.client_certificate()
     mismatched = ClusterCredentials(
         server=k.url,

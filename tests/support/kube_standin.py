@@ -113,6 +113,8 @@ class KubeStandIn:
         self._call(self._stop_runner())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()  # else its self-pipe sockets leak as ResourceWarnings
 
     def __enter__(self) -> KubeStandIn:
         return self.start()
