@@ -236,7 +236,8 @@ async def delete_account(unit: Unit, viewer: Viewer, account_id: str) -> str:
     return account.id
 
 
-def _check_cluster_ref(problems: Problems, provider: str, ref: ClusterRef) -> None:
+def _check_cluster_ref(problems: Problems, provider: str | None, ref: ClusterRef) -> None:
+    """provider None: the account is unknown, so only the provider-neutral rules apply."""
     if not REGION.match(ref.region):
         problems.add(["region"], "region must be a cloud region or location such as us-east-1")
     if (why := cloud_name_problem(ref.cluster_name)) is not None:
@@ -246,17 +247,25 @@ def _check_cluster_ref(problems: Problems, provider: str, ref: ClusterRef) -> No
             problems.add(["resourceGroup"], "resourceGroup is required for AZURE")
         elif (why := cloud_name_problem(ref.resource_group)) is not None:
             problems.add(["resourceGroup"], f"resourceGroup {why}")
-    elif ref.resource_group is not None:
+    elif provider is not None and ref.resource_group is not None:
         problems.add(["resourceGroup"], "resourceGroup applies to AZURE only")
+
+
+async def _grant_target(unit: Unit, viewer: Viewer, ref: ClusterRef) -> tuple[CloudAccount, str]:
+    """The account and grant key a ClusterAccessInput names, with every fault at once."""
+    found = await repo.accounts_by_ids(unit.session, viewer.org_id, [ref.cloud_account_id])
+    problems = Problems("input")
+    if not found:
+        problems.add(["cloudAccountId"], "no such cloud account", "NOT_FOUND")
+    _check_cluster_ref(problems, found[0].provider if found else None, ref)
+    problems.raise_if_any()
+    account = found[0]
+    return account, cluster_key(account.provider, ref.region, ref.cluster_name, ref.resource_group)
 
 
 async def grant_access(unit: Unit, viewer: Viewer, ref: ClusterRef) -> ClusterGrant:
     viewer.require("cloudaccount:update")
-    account = await account_in_org(unit, viewer, ref.cloud_account_id, ["input", "cloudAccountId"])
-    problems = Problems("input")
-    _check_cluster_ref(problems, account.provider, ref)
-    problems.raise_if_any()
-    key = cluster_key(account.provider, ref.region, ref.cluster_name, ref.resource_group)
+    account, key = await _grant_target(unit, viewer, ref)
     existing = await repo.grant(unit.session, account.id, key)
     if existing is not None:
         return existing  # granting twice is idempotent
@@ -275,11 +284,7 @@ async def grant_access(unit: Unit, viewer: Viewer, ref: ClusterRef) -> ClusterGr
 
 async def revoke_access(unit: Unit, viewer: Viewer, ref: ClusterRef) -> ClusterGrant:
     viewer.require("cloudaccount:update")
-    account = await account_in_org(unit, viewer, ref.cloud_account_id, ["input", "cloudAccountId"])
-    problems = Problems("input")
-    _check_cluster_ref(problems, account.provider, ref)
-    problems.raise_if_any()
-    key = cluster_key(account.provider, ref.region, ref.cluster_name, ref.resource_group)
+    account, key = await _grant_target(unit, viewer, ref)
     grant = await repo.grant(unit.session, account.id, key)
     if grant is None:
         raise UserErrors.one(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from core.errors import Problems, UserErrors
+from core.errors import Problems
 from core.health import HealthRule
 from core.ids import new_id
 from core.names import display_name_problem, dns_label_problem
@@ -71,9 +71,9 @@ async def bind(
 ) -> Environment:
     viewer.require("environment:update")
     found = await repo.environments_by_ids(unit.session, viewer.org_id, [environment_id])
-    if not found:
-        raise UserErrors.one(["input", "id"], "no such environment", "NOT_FOUND")
     problems = Problems("input")
+    if not found:
+        problems.add(["id"], "no such environment", "NOT_FOUND")
     _check_namespace(problems, namespace)
     await _bindable_space(unit, viewer, problems, space_id)
     problems.raise_if_any()

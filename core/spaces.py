@@ -321,13 +321,16 @@ async def record_transition(
 
 async def set_status(unit: Unit, viewer: Viewer, space_id: str, status: str) -> Space:
     viewer.require("space:update")
+    problems = Problems("input")
     if status not in ("ACTIVE", "INACTIVE"):
-        raise UserErrors.one(
-            ["input", "status"], "status must be ACTIVE (lift a hold) or INACTIVE (hold)"
-        )
-    space = await space_in_org(unit, viewer, space_id, ["input", "id"])
-    if space.deregistered_at is not None:
-        raise UserErrors.one(["input", "id"], "the space is deregistered", "PRECONDITION_FAILED")
+        problems.add(["status"], "status must be ACTIVE (lift a hold) or INACTIVE (hold)")
+    found = await repo.spaces_by_ids(unit.session, viewer.org_id, [space_id])
+    if not found:
+        problems.add(["id"], "no such space", "NOT_FOUND")
+    elif found[0].deregistered_at is not None:
+        problems.add(["id"], "the space is deregistered", "PRECONDITION_FAILED")
+    problems.raise_if_any()
+    space = found[0]
     previous = stored_status(space)
     if status == "INACTIVE":
         space.held = True

@@ -20,8 +20,13 @@ def checked_first(first: int | None, default: int = DEFAULT_FIRST) -> int:
     return first
 
 
-def window(first: int | None, after: str | None) -> tuple[int, str | None]:
-    return checked_first(first), None if after is None else decode_cursor(after)
+def window(first: int | None, after: str | None, kind: str | None = None) -> tuple[int, str | None]:
+    """`kind` names what the list holds: a cursor from another list would silently start
+    the page at an unrelated position, so it is refused instead."""
+    object_id = None if after is None else decode_cursor(after)
+    if kind is not None and object_id is not None and kind_of(object_id) != kind:
+        raise ApiError("BAD_USER_INPUT", "after is a cursor of another list")
+    return checked_first(first), object_id
 
 
 def encode_cursor(object_id: str) -> str:

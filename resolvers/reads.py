@@ -33,7 +33,7 @@ async def cloud_accounts_page(
     context: Context, first: int | None, after: str | None
 ) -> Page[CloudAccount]:
     context.caller.require_to_read("cloudaccount:view")
-    first, after = window(first, after)
+    first, after = window(first, after, "CloudAccount")
     async with context.services.read() as session:
         return await cloud_accounts.list_accounts(session, context.caller.org_id, first, after)
 
@@ -42,7 +42,7 @@ async def spaces_page(
     context: Context, first: int | None, after: str | None, where: SpaceFilter
 ) -> Page[Space]:
     context.caller.require_to_read("space:view")
-    first, after = window(first, after)
+    first, after = window(first, after, "Space")
     async with context.services.read() as session:
         return await spaces.list_spaces(
             session,
@@ -61,7 +61,7 @@ async def spaces_of_account(
     context: Context, account_id: str, first: int | None, after: str | None
 ) -> Page[Space]:
     context.caller.require_to_read("space:view")
-    first, after = window(first, after)
+    first, after = window(first, after, "Space")
     return await context.loaders.spaces_of_account.load((account_id, first, after))
 
 
@@ -69,7 +69,7 @@ async def environments_page(
     context: Context, first: int | None, after: str | None
 ) -> Page[Environment]:
     context.caller.require_to_read("environment:view")
-    first, after = window(first, after)
+    first, after = window(first, after, "Environment")
     async with context.services.read() as session:
         return await environments.list_environments(session, context.caller.org_id, first, after)
 

@@ -421,3 +421,13 @@ async def test_concurrent_grants_of_one_cluster_record_one_grant(org: Org) -> No
     await asyncio.gather(*(grant_cluster_access(org.admin, account["id"], "eks") for _ in range(4)))
     data = await org.viewer.data(CLUSTER_ACCESS, {"id": account["id"]})
     assert data["cloudAccount"]["clusterAccess"] == [{"region": "us-east-1", "clusterName": "eks"}]
+
+
+async def test_unknown_account_and_bad_cluster_come_back_together(org: Org) -> None:
+    bad = {"cloudAccountId": "ca_" + "0" * 30, "region": "Nowhere!", "clusterName": "a b"}
+    payload = await org.admin.mutate(GRANT_CLUSTER_ACCESS, {"input": bad})
+    assert error_fields(payload) == {
+        (("input", "cloudAccountId"), "NOT_FOUND"),
+        (("input", "region"), "INVALID"),
+        (("input", "clusterName"), "INVALID"),
+    }

@@ -191,6 +191,18 @@ async def test_bad_bind_input_is_reported_together_and_changes_nothing(org: Org)
     assert (after["namespace"], after["space"]) == ("keep", {"id": space["id"]})
 
 
+async def test_unknown_environment_and_bad_binding_come_back_together(org: Org) -> None:
+    payload = await org.editor.mutate(
+        BIND_ENVIRONMENT,
+        {"input": {"id": "env_" + "0" * 30, "spaceId": "nope", "namespace": "UPPER"}},
+    )
+    assert error_fields(payload) == {
+        (("input", "id"), "NOT_FOUND"),
+        (("input", "spaceId"), "NOT_FOUND"),
+        (("input", "namespace"), "INVALID"),
+    }
+
+
 async def test_binding_unknown_or_foreign_environment_is_not_found(
     org: Org, other_org: Org
 ) -> None:
@@ -284,3 +296,15 @@ async def test_picker_offers_real_active_spaces_only(org: Org, cluster: KubeStan
     while (await org.viewer.data(PICKER))["spaces"]["totalCount"] != 2:
         assert time.monotonic() < deadline, "a lifted hold did not bring the space back"
         await asyncio.sleep(0.05)
+
+
+async def test_a_cursor_only_pages_its_own_list(org: Org) -> None:
+    space = await register_generic_space(org.editor)
+    await create_environment(org.editor, space["id"])
+    environment_cursor = (await org.viewer.data(ENVIRONMENTS))["environments"]["edges"][0]["cursor"]
+    spaces = "query($after: String) { spaces(after: $after) { totalCount } }"
+    space_cursor = (await org.viewer.data("{ spaces { edges { cursor } } }"))["spaces"]["edges"][0]
+    refused = await org.viewer.call(spaces, {"after": environment_cursor})
+    assert top_level_codes(refused) == ["BAD_USER_INPUT"]
+    refused = await org.viewer.call(ENVIRONMENTS, {"after": space_cursor["cursor"]})
+    assert top_level_codes(refused) == ["BAD_USER_INPUT"]

@@ -496,6 +496,16 @@ async def test_status_unknown_is_invalid_and_changes_nothing(org: Org) -> None:
     assert (read["held"], read["status"], len(read["statusEvents"])) == (True, "INACTIVE", 2)
 
 
+async def test_bad_status_and_unknown_space_come_back_together(org: Org) -> None:
+    payload = await org.editor.mutate(
+        SET_SPACE_STATUS, {"input": {"id": "spc_" + "0" * 30, "status": "UNKNOWN"}}
+    )
+    assert error_fields(payload) == {
+        (("input", "id"), "NOT_FOUND"),
+        (("input", "status"), "INVALID"),
+    }
+
+
 async def test_status_of_unknown_foreign_or_deregistered_space_is_refused(
     org: Org, other_org: Org
 ) -> None:
