@@ -8,15 +8,16 @@ import asyncio
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import Org
+from tests.conftest import Org, new_org
 from tests.support import factories as make
 from tests.support.kube_standin import KubeStandIn
 from tests.support.pki import CertificateAuthority
-from tests.support.server import free_port
+from tests.support.server import Server, free_port
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 
@@ -25,6 +26,7 @@ query($id: ID!) {
   space(id: $id) { id name status namespaces { name managed createdAt space { id } } }
   viewer { role }
 }"""
+PROBED = "query($id: ID!) { space(id: $id) { status held lastProbe { error } } }"
 CREATE_NAMESPACE = f"""
 mutation($input: CreateNamespaceInput!) {{
   createNamespace(input: $input) {{
@@ -363,3 +365,40 @@ async def test_slow_cluster_calls_hold_no_database_connection(
     payloads = await asyncio.gather(*creates)
     assert all(p["userErrors"] == [] for p in payloads)
     assert set(names) <= set(cluster.namespaces)
+
+
+async def test_a_space_whose_probes_failed_refuses_with_the_probe_reason(
+    server: Server, cluster: KubeStandIn, tmp_path: Path
+) -> None:
+    # A second server on the same database (and key) whose probe loop runs fast, so that
+    # failing probes take a space INACTIVE without an operator hold.
+    fast = Server(
+        backend=server.backend,
+        log_path=tmp_path / "fast-probes.log",
+        env={
+            "SPACEDOCK_SECRET_KEY": server.secret_key,
+            "SPACEDOCK_PROBE_INTERVAL_S": "0.3",
+            "SPACEDOCK_PROBE_TIMEOUT_S": "1",
+            "SPACEDOCK_PROBE_FAILURE_THRESHOLD": "2",
+        },
+    ).start()
+    try:
+        org = await new_org(fast, "probed")
+        space = await register(org, cluster, serviceAccountToken=WRONG_TOKEN)
+        deadline = time.monotonic() + 15
+        while True:
+            found = (await org.viewer.data(PROBED, {"id": space["id"]}))["space"]
+            if found["status"] == "INACTIVE":
+                break
+            assert time.monotonic() < deadline, f"the failing probes never told: {found}"
+            await asyncio.sleep(0.05)
+        assert found["held"] is False
+
+        payload = await create(org.editor, space["id"], make.unique("probed"))
+
+        assert make.error_fields(payload) == {(("input", "spaceId"), "PRECONDITION_FAILED")}
+        message = payload["userErrors"][0]["message"]
+        assert "INACTIVE" in message and "401 unauthorized" in message
+        assert WRONG_TOKEN not in message
+    finally:
+        fast.stop()
