@@ -28,6 +28,7 @@ from websockets.typing import Subprotocol
 from tests.conftest import Org
 from tests.support.factories import register_generic_space, set_space_status
 from tests.support.graphql import GraphQL
+from tests.support.kube_standin import KubeStandIn
 from tests.support.server import Server
 
 EVENTS = """
@@ -71,9 +72,9 @@ async def no_subscriber_left_behind(server: Server) -> AsyncIterator[None]:
 class Live:
     """One subscription read in the background; the test takes its events with deadlines."""
 
-    def __init__(self, session: Any, space_id: str | None = None) -> None:
+    def __init__(self, session: Any, space_id: str | None = None, query: str = EVENTS) -> None:
         self.session = session
-        self.request = GraphQLRequest(EVENTS, variable_values={"spaceId": space_id})
+        self.request = GraphQLRequest(query, variable_values={"spaceId": space_id})
         self.received: asyncio.Queue[dict[str, Any] | Exception] = asyncio.Queue()
         self.task = asyncio.create_task(self._read(session))
 
@@ -174,6 +175,19 @@ async def test_each_event_reads_the_space_fresh(server: Server, org: Org) -> Non
     assert lifted["space"]["status"] == "UNKNOWN"
 
 
+async def test_a_probe_verdict_is_announced(server: Server, org: Org) -> None:
+    """The probe loop publishes too: a reachable cluster turns ACTIVE, live."""
+    with KubeStandIn() as cluster:
+        async with listening(server, org.viewer.websocket(), None) as (live,):
+            space = await register_generic_space(
+                org.editor, server=cluster.url, ca=cluster.ca_pem, token=cluster.token
+            )
+            assert (await live.next_for(space["id"]))["reason"] == "registered"
+            probed = await live.next_for(space["id"])
+    assert (probed["previous"], probed["status"]) == ("UNKNOWN", "ACTIVE")
+    assert probed["space"]["status"] == "ACTIVE"
+
+
 async def test_space_id_narrows_to_one_space(server: Server, org: Org) -> None:
     watched = await register_generic_space(org.editor)
     other = await register_generic_space(org.editor)
@@ -211,6 +225,17 @@ async def test_a_space_id_the_caller_cannot_see_is_not_found(
             assert codes(await live.error()) == ["NOT_FOUND"]
             await live.stop()
     assert await subscribers(server) == 0
+
+
+async def test_a_subscription_deeper_than_10_is_refused(server: Server, org: Org) -> None:
+    deep = "space { id }"
+    for _ in range(5):
+        deep = f"space {{ environments {{ {deep} }} }}"
+    async with org.viewer.websocket() as session:
+        too_deep = f"subscription {{ spaceStatusChanged {{ {deep} }} }}"
+        error = await Live(session, query=too_deep).error()
+    assert codes(error) == ["GRAPHQL_VALIDATION_FAILED"]
+    assert "depth" in str(error)
 
 
 @pytest.mark.parametrize(
