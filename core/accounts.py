@@ -196,9 +196,9 @@ async def create_account(
     problems = Problems("input")
     if (why := display_name_problem(name)) is not None:
         problems.add(["name"], f"name {why}")
-    checked = check_credentials(provider, credentials, problems)
-    if not problems and await repo.account_by_name(unit.session, viewer.org_id, name):
+    elif await repo.account_by_name(unit.session, viewer.org_id, name):
         problems.add(["name"], f"a cloud account named {name!r} already exists", "CONFLICT")
+    checked = check_credentials(provider, credentials, problems)
     problems.raise_if_any()
     account = CloudAccount(
         id=new_id("ca"),

@@ -49,10 +49,10 @@ async def create(
     problems = Problems("input")
     if (why := display_name_problem(name)) is not None:
         problems.add(["name"], f"name {why}")
+    elif await repo.environment_by_name(unit.session, viewer.org_id, name):
+        problems.add(["name"], f"an environment named {name!r} already exists", "CONFLICT")
     _check_namespace(problems, namespace)
     await _bindable_space(unit, viewer, problems, space_id)
-    if not problems and await repo.environment_by_name(unit.session, viewer.org_id, name):
-        problems.add(["name"], f"an environment named {name!r} already exists", "CONFLICT")
     problems.raise_if_any()
     environment = Environment(
         id=new_id("env"),

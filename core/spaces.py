@@ -219,6 +219,8 @@ async def register(
     config = {k: v for k, v in request.config.items() if v is not None}
     if (why := display_name_problem(request.name)) is not None:
         problems.add(["name"], f"name {why}")
+    elif await repo.live_space_where(unit.session, viewer.org_id, name=request.name):
+        problems.add(["name"], f"a space named {request.name!r} is already registered", "CONFLICT")
     _check_config(problems, request.provider, config, deny)
     account = None
     if request.provider == "GENERIC":
@@ -260,16 +262,11 @@ async def register(
                 "PRECONDITION_FAILED",
             )
     identity = identity_key(request.provider, request.cloud_account_id, config)
-    if not problems:
-        if await repo.live_space_where(unit.session, viewer.org_id, name=request.name):
-            problems.add(
-                ["name"], f"a space named {request.name!r} is already registered", "CONFLICT"
-            )
-        if await repo.live_space_where(unit.session, viewer.org_id, identity_key=identity):
-            at = (
-                ["config", "server"] if request.provider == "GENERIC" else ["config", "clusterName"]
-            )
-            problems.add(at, "this cluster is already registered as a space", "CONFLICT")
+    if not problems and await repo.live_space_where(
+        unit.session, viewer.org_id, identity_key=identity
+    ):
+        at = ["config", "server"] if request.provider == "GENERIC" else ["config", "clusterName"]
+        problems.add(at, "this cluster is already registered as a space", "CONFLICT")
     problems.raise_if_any()
 
     secret = {k: config.pop(k) for k in GENERIC_SECRETS if k in config}

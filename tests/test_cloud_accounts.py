@@ -431,3 +431,12 @@ async def test_unknown_account_and_bad_cluster_come_back_together(org: Org) -> N
         (("input", "region"), "INVALID"),
         (("input", "clusterName"), "INVALID"),
     }
+
+
+async def test_a_taken_name_is_reported_with_credential_faults(org: Org) -> None:
+    taken = await create_cloud_account(org.admin, "AWS")
+    payload = await create(org, "AWS", {"accessKeyId": "AKIAIOSFODNN7EXAMPLE"}, taken["name"])
+    assert error_fields(payload) == {
+        (("input", "name"), "CONFLICT"),
+        (("input", "credentials", "secretAccessKey"), "INVALID"),
+    }

@@ -308,3 +308,16 @@ async def test_a_cursor_only_pages_its_own_list(org: Org) -> None:
     assert top_level_codes(refused) == ["BAD_USER_INPUT"]
     refused = await org.viewer.call(ENVIRONMENTS, {"after": space_cursor["cursor"]})
     assert top_level_codes(refused) == ["BAD_USER_INPUT"]
+
+
+async def test_a_taken_name_is_reported_with_the_other_faults(org: Org) -> None:
+    space = await register_generic_space(org.editor)
+    taken = await create_environment(org.editor, space["id"])
+    payload = await org.editor.mutate(
+        CREATE_ENVIRONMENT,
+        {"input": {"name": taken["name"], "spaceId": space["id"], "namespace": "Bad"}},
+    )
+    assert error_fields(payload) == {
+        (("input", "name"), "CONFLICT"),
+        (("input", "namespace"), "INVALID"),
+    }

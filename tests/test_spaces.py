@@ -615,3 +615,19 @@ async def test_concurrent_registrations_of_one_cluster_make_one_space(org: Org) 
     (space_id,) = await space_ids(org)
     events = (await read_space(org, space_id))["statusEvents"]
     assert [(e["previous"], e["reason"]) for e in events] == [(None, "registered")]
+
+
+async def test_a_taken_name_is_reported_with_the_other_faults(org: Org) -> None:
+    taken = await register_generic_space(org.editor)
+    payload = await register(
+        org,
+        {
+            "name": taken["name"],
+            "provider": "GENERIC",
+            "config": {**generic_config(), "caCert": "not a certificate"},
+        },
+    )
+    assert error_fields(payload) == {
+        (("input", "name"), "CONFLICT"),
+        (("input", "config", "caCert"), "INVALID"),
+    }
