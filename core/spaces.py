@@ -221,6 +221,9 @@ async def register(
         problems.add(["name"], f"name {why}")
     elif await repo.live_space_where(unit.session, viewer.org_id, name=request.name):
         problems.add(["name"], f"a space named {request.name!r} is already registered", "CONFLICT")
+    # The checks below need a well-formed config and account; faults of the name alone
+    # must not hide theirs, since every fault of one call is reported together.
+    name_faults = len(problems.errors)
     _check_config(problems, request.provider, config, deny)
     account = None
     if request.provider == "GENERIC":
@@ -240,7 +243,8 @@ async def register(
             )
         else:
             account = found[0]
-    problems.raise_if_any()
+    if len(problems.errors) > name_faults:
+        problems.raise_if_any()
 
     if account is not None:
         scope = accounts.account_project(secrets, account)
@@ -255,16 +259,14 @@ async def register(
             config["clusterName"],
             config.get("resourceGroup"),
         )
-        if not problems and await account_repo.grant(unit.session, account.id, key) is None:
+        if await account_repo.grant(unit.session, account.id, key) is None:
             problems.add(
                 ["config", "clusterName"],
                 "the cloud account has no access to this cluster; grantClusterAccess first",
                 "PRECONDITION_FAILED",
             )
     identity = identity_key(request.provider, request.cloud_account_id, config)
-    if not problems and await repo.live_space_where(
-        unit.session, viewer.org_id, identity_key=identity
-    ):
+    if await repo.live_space_where(unit.session, viewer.org_id, identity_key=identity):
         at = ["config", "server"] if request.provider == "GENERIC" else ["config", "clusterName"]
         problems.add(at, "this cluster is already registered as a space", "CONFLICT")
     problems.raise_if_any()

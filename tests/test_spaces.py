@@ -617,6 +617,40 @@ async def test_concurrent_registrations_of_one_cluster_make_one_space(org: Org) 
     assert [(e["previous"], e["reason"]) for e in events] == [(None, "registered")]
 
 
+async def test_registering_a_space_twice_reports_name_and_cluster(org: Org) -> None:
+    space = await register_cloud_space(org.admin, "AWS", registrar=org.editor)
+    again = await register(
+        org,
+        {
+            "name": space["name"],
+            "provider": "AWS",
+            "cloudAccountId": space["cloudAccount"]["id"],
+            "config": cloud_config("AWS", space["config"]["clusterName"]),
+        },
+    )
+    assert error_fields(again) == {
+        (("input", "name"), "CONFLICT"),
+        (("input", "config", "clusterName"), "CONFLICT"),
+    }
+
+
+async def test_a_taken_name_and_a_missing_grant_come_back_together(org: Org) -> None:
+    space = await register_cloud_space(org.admin, "AWS", registrar=org.editor)
+    payload = await register(
+        org,
+        {
+            "name": space["name"],
+            "provider": "AWS",
+            "cloudAccountId": space["cloudAccount"]["id"],
+            "config": cloud_config("AWS", "never-granted"),
+        },
+    )
+    assert error_fields(payload) == {
+        (("input", "name"), "CONFLICT"),
+        (("input", "config", "clusterName"), "PRECONDITION_FAILED"),
+    }
+
+
 async def test_a_taken_name_is_reported_with_the_other_faults(org: Org) -> None:
     taken = await register_generic_space(org.editor)
     payload = await register(
