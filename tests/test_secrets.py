@@ -157,14 +157,16 @@ async def _cloud_space(recorder: Recorder, provider: str, account_id: str) -> st
 
 
 async def _wait_for_probes(recorder: Recorder, space_ids: list[str]) -> None:
-    """Until each GENERIC space has been probed (the probe loop used its secrets), or 10 s."""
-    deadline = time.monotonic() + 10
+    """Until the probe loop has reached each GENERIC space with its secret (token or client
+    certificate), so that the log searched later holds a probe's whole path."""
+    deadline = time.monotonic() + 15
     query = "{ spaces(first: 100) { nodes { id lastProbe { ok } } } }"
-    while time.monotonic() < deadline:
+    while True:
         answer = await recorder.ask("probe progress", query)
-        probed = {n["id"] for n in answer["data"]["spaces"]["nodes"] if n["lastProbe"]}
-        if set(space_ids) <= probed:
+        nodes = answer["data"]["spaces"]["nodes"]
+        if set(space_ids) <= {n["id"] for n in nodes if n["lastProbe"] and n["lastProbe"]["ok"]}:
             return
+        assert time.monotonic() < deadline, f"the probes never succeeded: {nodes}"
         await asyncio.sleep(0.1)
 
 
