@@ -105,6 +105,14 @@ def describe(error: BaseException) -> str:
     return type(error).__name__
 
 
+async def _finish(task: asyncio.Task[None]) -> None:
+    """Lets a task end by itself within STOP_GRACE_S, then cancels it."""
+    _, unfinished = await asyncio.wait([task], timeout=STOP_GRACE_S)
+    for straggler in unfinished:
+        straggler.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
 class ProbeLoop:
     def __init__(self, services: Services, prober: Prober, settings: ProbeSettings) -> None:
         self.services = services
@@ -137,18 +145,22 @@ class ProbeLoop:
         )
 
     async def stop(self) -> None:
-        """Stops claiming, abandons probes in flight, writes the results already in."""
+        """Stops claiming, abandons the probes in flight (their leases lapse, so they run
+        again next interval) and writes the results already in."""
         self._stopping.set()
-        self._results_ready.set()
-        for probe in list(self._in_flight):
-            probe.cancel()
-        await asyncio.gather(*self._in_flight, return_exceptions=True)
-        _, unfinished = (
-            await asyncio.wait(self._tasks, timeout=STOP_GRACE_S) if self._tasks else ((), ())
-        )
-        for task in unfinished:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._tasks:
+            claimer, writer = self._tasks
+            await _finish(claimer)
+            for probe in list(self._in_flight):
+                probe.cancel()
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+            self._results_ready.set()
+            await _finish(writer)
+            if self._results:
+                try:
+                    await self._write(self._results)
+                except Exception as error:  # shutting down; the next start probes again
+                    log.warning("last probe results not written: %s", describe(error))
         await self.prober.close()
 
     async def _guarded(self, name: str, step: Callable[[], Awaitable[None]]) -> None:
@@ -205,6 +217,8 @@ class ProbeLoop:
         return min(max(wait, MIN_NAP_S), self.settings.interval_s)
 
     def _spawn(self, space: Space) -> None:
+        if self._stopping.is_set():
+            return
         probe = asyncio.create_task(self._probe(space), name=f"spacedock-probe-{space.id}")
         self._in_flight.add(probe)
         self.stats.in_flight = len(self._in_flight)

@@ -47,6 +47,8 @@ LINK_LOCAL: tuple[IPNetwork, ...] = (
 # A /version answer is a few hundred bytes; anything much larger is not an API server.
 MAX_BODY_BYTES = 64 * 1024
 MAX_SERVER_MESSAGE = 200
+# gitVersion is short ("v1.31.2-eks-1234abc"); a longer one is cut, as it lands in event reasons.
+MAX_VERSION = 64
 # How long a host name's resolved (and checked) addresses are reused.
 RESOLUTION_TTL_S = 30
 TLS_CONTEXTS_KEPT = 8192
@@ -182,7 +184,9 @@ def _git_version(body: bytes) -> str | None:
         version: Any = json.loads(body).get("gitVersion")
     except (ValueError, AttributeError):
         return None
-    return version if isinstance(version, str) and version.strip() else None
+    if not isinstance(version, str) or not version.strip():
+        return None
+    return version.strip()[:MAX_VERSION]
 
 
 class VersionProber:
