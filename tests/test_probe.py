@@ -178,14 +178,19 @@ async def test_a_cluster_goes_active_then_inactive_at_the_threshold_and_recovers
 
 
 async def test_a_new_space_that_fails_stays_unknown_until_the_threshold(
-    org: Org, cluster: KubeStandIn
+    server: Server, org: Org, cluster: KubeStandIn
 ) -> None:
     cluster.refuse()
-    space_id = await register(org.editor, cluster)
-    failing = await until(org.viewer, space_id, lambda s: s["consecutiveFailures"] >= 1, "failure")
-    assert failing["consecutiveFailures"] < THRESHOLD, failing
-    assert failing["status"] == "UNKNOWN"
-    down = await until(org.viewer, space_id, lambda s: s["status"] == "INACTIVE", "INACTIVE")
+    async with subscribed(server, org.viewer) as subscriber:
+        space_id = await register(org.editor, cluster)
+        failing = await until(
+            org.viewer, space_id, lambda s: s["consecutiveFailures"] >= 1, "failure"
+        )
+        assert failing["consecutiveFailures"] < THRESHOLD, failing
+        assert failing["status"] == "UNKNOWN"
+        down = await until(org.viewer, space_id, lambda s: s["status"] == "INACTIVE", "INACTIVE")
+        live = await subscriber.take(2)
+    assert [(e["previous"], e["status"], e["reason"]) for e in live] == history(down)
     (first, (previous, status, reason)) = history(down)
     assert first == (None, "UNKNOWN", "registered")
     assert (previous, status) == ("UNKNOWN", "INACTIVE")
@@ -218,44 +223,51 @@ async def test_each_failure_names_its_reason(org: Org, cluster: KubeStandIn, fau
 
 
 async def test_a_held_space_stays_inactive_while_probes_go_on(
-    org: Org, cluster: KubeStandIn
+    server: Server, org: Org, cluster: KubeStandIn
 ) -> None:
-    space_id = await register(org.editor, cluster)
-    await until(org.viewer, space_id, lambda s: s["status"] == "ACTIVE", "ACTIVE")
-    held = await set_space_status(org.editor, space_id, "INACTIVE")
-    assert (held["status"], held["held"]) == ("INACTIVE", True)
-    at_hold = await state(org.viewer, space_id)
+    async with subscribed(server, org.viewer) as subscriber:
+        space_id = await register(org.editor, cluster)
+        await until(org.viewer, space_id, lambda s: s["status"] == "ACTIVE", "ACTIVE")
+        held = await set_space_status(org.editor, space_id, "INACTIVE")
+        assert (held["status"], held["held"]) == ("INACTIVE", True)
+        at_hold = await state(org.viewer, space_id)
 
-    # Healthy probes keep coming and keep lastProbe fresh, yet the space stays INACTIVE.
-    later = await until(
-        org.viewer,
-        space_id,
-        lambda s: s["lastProbe"]["at"] > at_hold["lastProbe"]["at"] and s["lastProbe"]["ok"],
-        "a new successful probe",
-    )
-    assert (later["status"], later["held"]) == ("INACTIVE", True)
+        # Healthy probes keep coming and keep lastProbe fresh, yet the space stays INACTIVE.
+        later = await until(
+            org.viewer,
+            space_id,
+            lambda s: s["lastProbe"]["at"] > at_hold["lastProbe"]["at"] and s["lastProbe"]["ok"],
+            "a new successful probe",
+        )
+        assert (later["status"], later["held"]) == ("INACTIVE", True)
 
-    # Failures past the threshold change nothing visible either, and neither does recovery.
-    cluster.refuse()
-    failed = await until(
-        org.viewer, space_id, lambda s: s["consecutiveFailures"] >= THRESHOLD, "failures"
-    )
-    assert failed["status"] == "INACTIVE"
-    cluster.heal()
-    healed = await until(
-        org.viewer,
-        space_id,
-        lambda s: s["consecutiveFailures"] == 0 and s["lastProbe"]["ok"],
-        "recovery",
-    )
-    assert healed["status"] == "INACTIVE"
-    assert history(healed)[-1] == ("ACTIVE", "INACTIVE", "operator hold")
+        # Failures past the threshold change nothing visible either, nor does recovery.
+        cluster.refuse()
+        failed = await until(
+            org.viewer, space_id, lambda s: s["consecutiveFailures"] >= THRESHOLD, "failures"
+        )
+        assert failed["status"] == "INACTIVE"
+        cluster.heal()
+        healed = await until(
+            org.viewer,
+            space_id,
+            lambda s: s["consecutiveFailures"] == 0 and s["lastProbe"]["ok"],
+            "recovery",
+        )
+        assert healed["status"] == "INACTIVE"
+        assert history(healed)[-1] == ("ACTIVE", "INACTIVE", "operator hold")
 
-    # Lifting the hold shows what the probes say at once.
-    lifted = await set_space_status(org.editor, space_id, "ACTIVE")
-    assert (lifted["status"], lifted["held"]) == ("ACTIVE", False)
-    after = await state(org.viewer, space_id)
-    assert history(after)[-1] == ("INACTIVE", "ACTIVE", "hold lifted")
+        # Lifting the hold shows what the probes say at once.
+        lifted = await set_space_status(org.editor, space_id, "ACTIVE")
+        assert (lifted["status"], lifted["held"]) == ("ACTIVE", False)
+        after = await state(org.viewer, space_id)
+        assert history(after)[-1] == ("INACTIVE", "ACTIVE", "hold lifted")
+
+        # The subscriber saw the hold and its lifting, and no probe verdict in between.
+        live = await subscriber.take(4)
+        await asyncio.sleep(3 * INTERVAL_S)
+        assert subscriber.events.empty()
+    assert [(e["previous"], e["status"], e["reason"]) for e in live] == history(after)
 
 
 async def test_a_deregistered_space_is_never_probed_again(org: Org, cluster: KubeStandIn) -> None:
