@@ -72,7 +72,11 @@ class GraphQLView(GraphQL[Context, None]):
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket | None = None
     ) -> Context:
-        return Context(services=self.services, viewer=request.scope.get("state", {}).get("viewer"))
+        return Context(
+            services=self.services,
+            viewer=request.scope.get("state", {}).get("viewer"),
+            over_websocket=isinstance(request, WebSocket),
+        )
 
     async def on_ws_connect(self, context: Context) -> None:
         async with self.services.unit() as unit:

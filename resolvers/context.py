@@ -14,6 +14,7 @@ from resolvers.loaders import Loaders
 class Context:
     services: Services
     viewer: Viewer | None = None
+    over_websocket: bool = False
     # Set by strawberry from the graphql-transport-ws connection_init payload.
     connection_params: dict[str, Any] = field(default_factory=dict)
     _loaders: Loaders | None = None

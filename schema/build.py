@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
 import strawberry
+from graphql import ExecutionResult
 from graphql.error import GraphQLError
-from strawberry.extensions import MaxAliasesLimiter, MaxTokensLimiter, QueryDepthLimiter
+from strawberry.extensions import (
+    MaxAliasesLimiter,
+    MaxTokensLimiter,
+    QueryDepthLimiter,
+    SchemaExtension,
+)
 from strawberry.types import ExecutionContext
+from strawberry.types.graphql import OperationType
 
 from schema.errors import ErrorPolicy
 from schema.mutation import Mutation
@@ -20,6 +28,19 @@ MAX_DEPTH = 10
 MAX_ALIASES = 15
 MAX_TOKENS = 2000
 SDL_PATH = Path(__file__).resolve().parent.parent / "schema.graphql"
+
+
+class SubscriptionsOverWebSocket(SchemaExtension):
+    """A subscription sent over plain HTTP would resolve to null; refuse it clearly instead."""
+
+    def on_execute(self) -> Iterator[None]:
+        execution = self.execution_context
+        context = execution.context
+        if execution.operation_type is OperationType.SUBSCRIPTION and not context.over_websocket:
+            message = "Subscriptions run over WebSocket (graphql-transport-ws) at /graphql."
+            error = GraphQLError(message, extensions={"code": "BAD_USER_INPUT"})
+            execution.result = ExecutionResult(data=None, errors=[error])
+        yield
 
 
 class SpacedockSchema(strawberry.Schema):
@@ -38,6 +59,7 @@ schema = SpacedockSchema(
         partial(QueryDepthLimiter, max_depth=MAX_DEPTH),
         partial(MaxAliasesLimiter, max_alias_count=MAX_ALIASES),
         partial(MaxTokensLimiter, max_token_count=MAX_TOKENS),
+        SubscriptionsOverWebSocket,
         ErrorPolicy,
     ],
 )

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import asyncpg  # type: ignore[import-untyped]
 import pytest
 import websockets
@@ -379,3 +380,20 @@ async def test_a_lost_listen_connection_is_reopened(
         space = await register_generic_space(org.editor)
         assert (await there.next_for(space["id"]))["reason"] == "registered"
     await subscribers_reach(replica, 0)
+
+
+async def test_a_subscription_sent_over_http_is_refused_with_a_clear_error(
+    server: Server, org: Org
+) -> None:
+    async with aiohttp.ClientSession() as http:
+        response = await http.post(
+            server.url,
+            json={"query": "subscription { spaceStatusChanged { spaceId } }"},
+            headers=org.viewer.headers,
+        )
+        body = await response.json()
+    assert body["data"] is None
+    (error,) = body["errors"]
+    assert error["extensions"]["code"] == "BAD_USER_INPUT"
+    assert "WebSocket" in error["message"]
+    assert "Traceback" not in server.log()
