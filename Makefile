@@ -40,5 +40,9 @@ lint: install
 	$(BIN)/lint-imports
 	$(BIN)/spacedock export-schema --check
 
+bench: install
+	$(BIN)/python bench/graphql_reads.py
+	$(BIN)/python bench/probe.py
+
 schema: install
 	$(BIN)/spacedock export-schema
