@@ -19,6 +19,7 @@ from core.rbac import Viewer
 from core.secrets import SecretBox
 from core.services import Unit
 from db import cloud_accounts as repo
+from db import owned
 from db.tables import CloudAccount, ClusterGrant
 
 CLOUD_PROVIDERS = ("AWS", "GCP", "AZURE")
@@ -196,7 +197,7 @@ async def create_account(
     problems = Problems("input")
     if (why := display_name_problem(name)) is not None:
         problems.add(["name"], f"name {why}")
-    elif await repo.account_by_name(unit.session, viewer.org_id, name):
+    elif await owned.by_name(unit.session, CloudAccount, viewer.org_id, name):
         problems.add(["name"], f"a cloud account named {name!r} already exists", "CONFLICT")
     checked = check_credentials(provider, credentials, problems)
     problems.raise_if_any()
@@ -208,7 +209,7 @@ async def create_account(
         credentials_ciphertext=secrets.seal(checked),
         created_at=unit.now,
     )
-    await repo.add(unit.session, account)
+    await owned.add(unit.session, account)
     return account
 
 
@@ -216,10 +217,10 @@ async def account_in_org(
     unit: Unit, viewer: Viewer, account_id: str, field: list[str]
 ) -> CloudAccount:
     """The caller's account, or NOT_FOUND whether it is unknown or another org's."""
-    found = await repo.accounts_by_ids(unit.session, viewer.org_id, [account_id])
-    if not found:
+    account = await owned.by_id(unit.session, CloudAccount, viewer.org_id, account_id)
+    if account is None:
         raise UserErrors.one(field, "no such cloud account", "NOT_FOUND")
-    return found[0]
+    return account
 
 
 async def delete_account(unit: Unit, viewer: Viewer, account_id: str) -> str:
@@ -232,7 +233,7 @@ async def delete_account(unit: Unit, viewer: Viewer, account_id: str) -> str:
             f"{in_use} registered space(s) use this account; deregister them first",
             "PRECONDITION_FAILED",
         )
-    await repo.delete_account(unit.session, account)
+    await owned.remove(unit.session, account)
     return account.id
 
 
@@ -253,13 +254,13 @@ def _check_cluster_ref(problems: Problems, provider: str | None, ref: ClusterRef
 
 async def _grant_target(unit: Unit, viewer: Viewer, ref: ClusterRef) -> tuple[CloudAccount, str]:
     """The account and grant key a ClusterAccessInput names, with every fault at once."""
-    found = await repo.accounts_by_ids(unit.session, viewer.org_id, [ref.cloud_account_id])
+    account = await owned.by_id(unit.session, CloudAccount, viewer.org_id, ref.cloud_account_id)
     problems = Problems("input")
-    if not found:
+    if account is None:
         problems.add(["cloudAccountId"], "no such cloud account", "NOT_FOUND")
-    _check_cluster_ref(problems, found[0].provider if found else None, ref)
+    _check_cluster_ref(problems, account.provider if account else None, ref)
     problems.raise_if_any()
-    account = found[0]
+    assert account is not None
     return account, cluster_key(account.provider, ref.region, ref.cluster_name, ref.resource_group)
 
 
@@ -278,7 +279,7 @@ async def grant_access(unit: Unit, viewer: Viewer, ref: ClusterRef) -> ClusterGr
         resource_group=ref.resource_group,
         granted_at=unit.now,
     )
-    await repo.add(unit.session, grant)
+    await owned.add(unit.session, grant)
     return grant
 
 
@@ -290,7 +291,7 @@ async def revoke_access(unit: Unit, viewer: Viewer, ref: ClusterRef) -> ClusterG
         raise UserErrors.one(
             ["input", "clusterName"], "this account has no access to that cluster", "NOT_FOUND"
         )
-    await repo.delete_grant(unit.session, grant)
+    await owned.remove(unit.session, grant)
     return grant
 
 

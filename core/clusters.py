@@ -12,7 +12,8 @@ from core import accounts
 from core.services import Services
 from core.spaces import public_config
 from db import cloud_accounts as account_repo
-from db.tables import Space
+from db import owned
+from db.tables import CloudAccount, Space
 from providers.credentials import ClusterCredentials, ClusterTarget
 from providers.errors import PermanentError
 
@@ -38,12 +39,9 @@ async def credentials_for(
     async def target() -> ClusterTarget:
         account_credentials = None
         if space.cloud_account_id is not None:
-            found = await account_repo.accounts_by_ids(
-                session, space.org_id, [space.cloud_account_id]
-            )
-            account_credentials = (
-                services.secrets.open(found[0].credentials_ciphertext) if found else None
-            )
+            account = await owned.by_id(session, CloudAccount, space.org_id, space.cloud_account_id)
+            if account is not None:
+                account_credentials = services.secrets.open(account.credentials_ciphertext)
         return ClusterTarget(
             space_id=space.id,
             provider=space.provider,

@@ -11,7 +11,7 @@ from core.names import display_name_problem, dns_label_problem
 from core.rbac import Viewer
 from core.services import Unit
 from db import environments as repo
-from db import spaces as space_repo
+from db import owned
 from db.tables import Environment, Space
 
 SPACE_DEREGISTERED = "Space deregistered"
@@ -28,10 +28,10 @@ def gate(space: Space | None, health: HealthRule, now: datetime) -> str | None:
 
 
 async def _bindable_space(unit: Unit, viewer: Viewer, problems: Problems, space_id: str) -> None:
-    found = await space_repo.spaces_by_ids(unit.session, viewer.org_id, [space_id])
-    if not found:
+    space = await owned.by_id(unit.session, Space, viewer.org_id, space_id)
+    if space is None:
         problems.add(["spaceId"], "no such space", "NOT_FOUND")
-    elif found[0].deregistered_at is not None:
+    elif space.deregistered_at is not None:
         problems.add(
             ["spaceId"], "the space is deregistered; pick a registered space", "PRECONDITION_FAILED"
         )
@@ -49,7 +49,7 @@ async def create(
     problems = Problems("input")
     if (why := display_name_problem(name)) is not None:
         problems.add(["name"], f"name {why}")
-    elif await repo.environment_by_name(unit.session, viewer.org_id, name):
+    elif await owned.by_name(unit.session, Environment, viewer.org_id, name):
         problems.add(["name"], f"an environment named {name!r} already exists", "CONFLICT")
     _check_namespace(problems, namespace)
     await _bindable_space(unit, viewer, problems, space_id)
@@ -62,7 +62,7 @@ async def create(
         namespace=namespace,
         created_at=unit.now,
     )
-    await repo.add(unit.session, environment)
+    await owned.add(unit.session, environment)
     return environment
 
 
@@ -70,12 +70,13 @@ async def bind(
     unit: Unit, viewer: Viewer, environment_id: str, space_id: str, namespace: str
 ) -> Environment:
     viewer.require("environment:update")
-    found = await repo.environments_by_ids(unit.session, viewer.org_id, [environment_id])
+    environment = await owned.by_id(unit.session, Environment, viewer.org_id, environment_id)
     problems = Problems("input")
-    if not found:
+    if environment is None:
         problems.add(["id"], "no such environment", "NOT_FOUND")
     _check_namespace(problems, namespace)
     await _bindable_space(unit, viewer, problems, space_id)
     problems.raise_if_any()
-    await repo.rebind(unit.session, found[0], space_id, namespace)
-    return found[0]
+    assert environment is not None
+    await repo.rebind(unit.session, environment, space_id, namespace)
+    return environment

@@ -16,7 +16,7 @@ from core.errors import ApiError, Problems, UserErrors
 from core.names import dns_label_problem
 from core.rbac import Viewer
 from core.services import Services, Unit
-from db import spaces as space_repo
+from db import owned
 from db.tables import Space
 from providers import kube
 from providers.credentials import ClusterCredentials
@@ -81,11 +81,11 @@ async def creation_target(
     problems = Problems("input")
     if (why := dns_label_problem(name)) is not None:
         problems.add(["name"], f"name {why}")
-    found = await space_repo.spaces_by_ids(unit.session, viewer.org_id, [space_id])
-    if not found:
+    space = await owned.by_id(unit.session, Space, viewer.org_id, space_id)
+    if space is None:
         problems.add(["spaceId"], "no such space", "NOT_FOUND")
     problems.raise_if_any()
-    space = found[0]
+    assert space is not None
     if space.deregistered_at is not None:
         raise UserErrors.one(
             ["input", "spaceId"], "the space is deregistered", "PRECONDITION_FAILED"

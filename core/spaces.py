@@ -23,8 +23,9 @@ from core.rbac import Viewer
 from core.secrets import SecretBox
 from core.services import Unit
 from db import cloud_accounts as account_repo
+from db import owned
 from db import spaces as repo
-from db.tables import Space, SpaceStatusEvent
+from db.tables import CloudAccount, Space, SpaceStatusEvent
 
 PROVIDERS = ("AWS", "GCP", "AZURE", "GENERIC")
 PUBLIC_CONFIG = ("clusterName", "region", "projectId", "resourceGroup", "subscriptionId", "server")
@@ -232,17 +233,17 @@ async def register(
     elif request.cloud_account_id is None:
         problems.add(["cloudAccountId"], f"cloudAccountId is required for {request.provider}")
     else:
-        found = await account_repo.accounts_by_ids(
-            unit.session, viewer.org_id, [request.cloud_account_id]
+        found = await owned.by_id(
+            unit.session, CloudAccount, viewer.org_id, request.cloud_account_id
         )
-        if not found:
+        if found is None:
             problems.add(["cloudAccountId"], "no such cloud account", "NOT_FOUND")
-        elif found[0].provider != request.provider:
+        elif found.provider != request.provider:
             problems.add(
-                ["cloudAccountId"], f"this is a {found[0].provider} account, not {request.provider}"
+                ["cloudAccountId"], f"this is a {found.provider} account, not {request.provider}"
             )
         else:
-            account = found[0]
+            account = found
     if len(problems.errors) > name_faults:
         problems.raise_if_any()
 
@@ -288,17 +289,17 @@ async def register(
     )
     # A concurrent registration of the same name or cluster fails this insert; the
     # mutation is then retried and the checks above answer CONFLICT.
-    await repo.add(unit.session, space)
+    await owned.add(unit.session, space)
     await record_transition(unit, space, None, "UNKNOWN", "registered")
     unit.probe_soon = True
     return space
 
 
 async def space_in_org(unit: Unit, viewer: Viewer, space_id: str, field: list[str]) -> Space:
-    found = await repo.spaces_by_ids(unit.session, viewer.org_id, [space_id])
-    if not found:
+    space = await owned.by_id(unit.session, Space, viewer.org_id, space_id)
+    if space is None:
         raise UserErrors.one(field, "no such space", "NOT_FOUND")
-    return found[0]
+    return space
 
 
 async def record_transition(
@@ -323,13 +324,13 @@ async def set_status(unit: Unit, viewer: Viewer, space_id: str, status: str) -> 
     problems = Problems("input")
     if status not in ("ACTIVE", "INACTIVE"):
         problems.add(["status"], "status must be ACTIVE (lift a hold) or INACTIVE (hold)")
-    found = await repo.spaces_by_ids(unit.session, viewer.org_id, [space_id])
-    if not found:
+    space = await owned.by_id(unit.session, Space, viewer.org_id, space_id)
+    if space is None:
         problems.add(["id"], "no such space", "NOT_FOUND")
-    elif found[0].deregistered_at is not None:
+    elif space.deregistered_at is not None:
         problems.add(["id"], "the space is deregistered", "PRECONDITION_FAILED")
     problems.raise_if_any()
-    space = found[0]
+    assert space is not None
     previous = stored_status(space)
     if status == "INACTIVE":
         space.held = True
@@ -362,6 +363,6 @@ async def deregister(unit: Unit, viewer: Viewer, space_id: str) -> Space:
         )
         grant = await account_repo.grant(unit.session, space.cloud_account_id, key)
         if grant is not None:
-            await account_repo.delete_grant(unit.session, grant)
+            await owned.remove(unit.session, grant)
     await unit.session.flush()
     return space

@@ -9,6 +9,7 @@ from core.ids import new_id
 from core.rbac import Role, Viewer
 from core.services import Unit
 from db import orgs as repo
+from db import owned
 from db.tables import ApiToken, Org
 
 PREFIX = "sdk_"
@@ -24,9 +25,9 @@ async def create_token(unit: Unit, org_name: str, role: Role) -> tuple[Org, str]
     org = await repo.org_by_name(unit.session, org_name)
     if org is None:
         org = Org(id=new_id("org"), name=org_name, created_at=unit.now)
-        await repo.add(unit.session, org)
+        await owned.add(unit.session, org)
     token = PREFIX + secrets.token_urlsafe(32)
-    await repo.add(
+    await owned.add(
         unit.session,
         ApiToken(
             id=new_id("tok"),

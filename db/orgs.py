@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
@@ -13,15 +11,6 @@ from db.tables import ApiToken, Org
 
 async def org_by_name(session: AsyncSession, name: str) -> Org | None:
     return (await session.scalars(sa.select(Org).where(col(Org.name) == name))).first()
-
-
-async def orgs_by_ids(session: AsyncSession, ids: Sequence[str]) -> Sequence[Org]:
-    return (await session.scalars(sa.select(Org).where(col(Org.id).in_(ids)))).all()
-
-
-async def add(session: AsyncSession, row: Org | ApiToken) -> None:
-    session.add(row)
-    await session.flush()
 
 
 async def token_with_org(session: AsyncSession, token_hash: str) -> tuple[ApiToken, Org] | None:

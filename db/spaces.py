@@ -31,11 +31,6 @@ def effective_status(stale_before: datetime) -> sa.ColumnElement[str]:
     )
 
 
-async def add(session: AsyncSession, space: Space) -> None:
-    session.add(space)
-    await session.flush()
-
-
 async def spaces_by_ids(
     session: AsyncSession, org_id: str | None, ids: Sequence[str]
 ) -> Sequence[Space]:

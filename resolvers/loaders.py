@@ -14,7 +14,7 @@ from sqlmodel import col
 from strawberry.dataloader import DataLoader
 
 from core.services import Services
-from db import cloud_accounts, environments, orgs, spaces
+from db import cloud_accounts, environments, owned, spaces
 from db.pages import Page, pages_by_parent
 from db.tables import CloudAccount, ClusterGrant, Environment, Org, Space, SpaceStatusEvent
 
@@ -40,19 +40,19 @@ class Loaders:
 
     async def _orgs(self, keys: Sequence[str]) -> list[Org | None]:
         async with self.services.read() as session:
-            return _by_id(await orgs.orgs_by_ids(session, keys), keys)
+            return _by_id(await owned.by_ids(session, Org, None, keys), keys)
 
     async def _spaces(self, keys: Sequence[str]) -> list[Space | None]:
         async with self.services.read() as session:
-            return _by_id(await spaces.spaces_by_ids(session, self.org_id, keys), keys)
+            return _by_id(await owned.by_ids(session, Space, self.org_id, keys), keys)
 
     async def _accounts(self, keys: Sequence[str]) -> list[CloudAccount | None]:
         async with self.services.read() as session:
-            return _by_id(await cloud_accounts.accounts_by_ids(session, self.org_id, keys), keys)
+            return _by_id(await owned.by_ids(session, CloudAccount, self.org_id, keys), keys)
 
     async def _environments(self, keys: Sequence[str]) -> list[Environment | None]:
         async with self.services.read() as session:
-            return _by_id(await environments.environments_by_ids(session, self.org_id, keys), keys)
+            return _by_id(await owned.by_ids(session, Environment, self.org_id, keys), keys)
 
     async def _environments_of_spaces(self, keys: Sequence[str]) -> list[list[Environment]]:
         async with self.services.read() as session:

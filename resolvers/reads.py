@@ -12,7 +12,7 @@ from core import environments as environment_rules
 from core import spaces as space_rules
 from core.ids import kind_of
 from core.services import utcnow
-from db import cloud_accounts, environments, spaces
+from db import owned, spaces
 from db.pages import Page
 from db.tables import CloudAccount, Environment, Space, SpaceStatusEvent
 from resolvers.context import Context
@@ -35,7 +35,7 @@ async def cloud_accounts_page(
     context.caller.require_to_read("cloudaccount:view")
     first, after = window(first, after, "CloudAccount")
     async with context.services.read() as session:
-        return await cloud_accounts.list_accounts(session, context.caller.org_id, first, after)
+        return await owned.org_page(session, CloudAccount, context.caller.org_id, first, after)
 
 
 async def spaces_page(
@@ -71,7 +71,7 @@ async def environments_page(
     context.caller.require_to_read("environment:view")
     first, after = window(first, after, "Environment")
     async with context.services.read() as session:
-        return await environments.list_environments(session, context.caller.org_id, first, after)
+        return await owned.org_page(session, Environment, context.caller.org_id, first, after)
 
 
 VIEW_POLICY = {

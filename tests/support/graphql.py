@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gql import Client, gql
+from gql import Client
+from gql.graphql_request import GraphQLRequest
 from gql.transport.aiohttp import AIOHTTPTransport
 from gql.transport.exceptions import TransportQueryError
 from gql.transport.websockets import WebsocketsTransport
@@ -28,7 +29,7 @@ class GraphQL:
         async with Client(transport=transport, fetch_schema_from_transport=False) as session:
             try:
                 result = await session.execute(
-                    gql(query), variable_values=variables, get_execution_result=True
+                    GraphQLRequest(query, variable_values=variables), get_execution_result=True
                 )
             except TransportQueryError as failed:
                 return {"data": failed.data, "errors": failed.errors}

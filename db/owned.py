@@ -1,0 +1,58 @@
+"""Queries every stored object shares: add, remove, by id, by name, and a page of an org's rows.
+
+Every org-owned lookup filters on `org_id`, so a foreign id reads exactly like an
+unknown one; `org_id=None` is for internal loops that work across orgs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlmodel import SQLModel, col
+
+from db.pages import Page, page
+
+Row = TypeVar("Row", bound=SQLModel)
+
+
+async def add(session: AsyncSession, row: SQLModel) -> None:
+    session.add(row)
+    await session.flush()
+
+
+async def remove(session: AsyncSession, row: SQLModel) -> None:
+    await session.delete(row)
+    await session.flush()
+
+
+def _owned(model: type[Row], org_id: str | None) -> sa.Select[Row]:
+    query = sa.select(model)
+    if org_id is not None:
+        query = query.where(col(model.org_id) == org_id)  # type: ignore[attr-defined]
+    return query
+
+
+async def by_ids(
+    session: AsyncSession, model: type[Row], org_id: str | None, ids: Sequence[str]
+) -> Sequence[Row]:
+    query = _owned(model, org_id).where(col(model.id).in_(ids))  # type: ignore[attr-defined]
+    return (await session.scalars(query)).all()
+
+
+async def by_id(session: AsyncSession, model: type[Row], org_id: str | None, id: str) -> Row | None:
+    found = await by_ids(session, model, org_id, [id])
+    return found[0] if found else None
+
+
+async def by_name(session: AsyncSession, model: type[Row], org_id: str, name: str) -> Row | None:
+    query = _owned(model, org_id).where(col(model.name) == name)  # type: ignore[attr-defined]
+    return (await session.scalars(query)).first()
+
+
+async def org_page(
+    session: AsyncSession, model: type[Row], org_id: str, first: int, after: str | None
+) -> Page[Any]:
+    return await page(session, _owned(model, org_id), model.id, first, after)  # type: ignore[attr-defined]
