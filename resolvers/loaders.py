@@ -19,56 +19,46 @@ from db.pages import Page, pages_by_parent
 from db.tables import CloudAccount, ClusterGrant, Environment, Org, Space, SpaceStatusEvent
 
 
-def _by_id(rows: Sequence[Any], keys: Sequence[str]) -> list[Any]:
-    found = {row.id: row for row in rows}
-    return [found.get(key) for key in keys]
+def _grouped(rows: Sequence[Any], keys: Sequence[str], parent: str) -> list[list[Any]]:
+    by_parent: dict[str, list[Any]] = defaultdict(list)
+    for row in rows:
+        by_parent[getattr(row, parent)].append(row)
+    return [by_parent[key] for key in keys]
 
 
 class Loaders:
     def __init__(self, services: Services, org_id: str) -> None:
         self.services = services
         self.org_id = org_id
-        self.org = DataLoader(self._orgs)
-        self.space = DataLoader(self._spaces)
-        self.cloud_account = DataLoader(self._accounts)
-        self.environment = DataLoader(self._environments)
+        # Orgs are looked up across orgs; callers only ever ask for their own.
+        self.org: DataLoader[str, Org | None] = self._by_id(Org, None)
+        self.space: DataLoader[str, Space | None] = self._by_id(Space, org_id)
+        self.cloud_account: DataLoader[str, CloudAccount | None] = self._by_id(CloudAccount, org_id)
+        self.environment: DataLoader[str, Environment | None] = self._by_id(Environment, org_id)
         self.environments_of_space = DataLoader(self._environments_of_spaces)
         self.grants_of_account = DataLoader(self._grants)
         self.recent_events = DataLoader(self._recent_events)
         self.spaces_of_account = DataLoader(self._spaces_of_accounts)
         self.status_event = DataLoader(self._status_events)
 
-    async def _orgs(self, keys: Sequence[str]) -> list[Org | None]:
-        async with self.services.read() as session:
-            return _by_id(await owned.by_ids(session, Org, None, keys), keys)
+    def _by_id(self, model: type[Any], org_id: str | None) -> DataLoader[str, Any]:
+        async def load(keys: Sequence[str]) -> list[Any]:
+            async with self.services.read() as session:
+                rows = await owned.by_ids(session, model, org_id, keys)
+            found = {row.id: row for row in rows}
+            return [found.get(key) for key in keys]
 
-    async def _spaces(self, keys: Sequence[str]) -> list[Space | None]:
-        async with self.services.read() as session:
-            return _by_id(await owned.by_ids(session, Space, self.org_id, keys), keys)
-
-    async def _accounts(self, keys: Sequence[str]) -> list[CloudAccount | None]:
-        async with self.services.read() as session:
-            return _by_id(await owned.by_ids(session, CloudAccount, self.org_id, keys), keys)
-
-    async def _environments(self, keys: Sequence[str]) -> list[Environment | None]:
-        async with self.services.read() as session:
-            return _by_id(await owned.by_ids(session, Environment, self.org_id, keys), keys)
+        return DataLoader(load)
 
     async def _environments_of_spaces(self, keys: Sequence[str]) -> list[list[Environment]]:
         async with self.services.read() as session:
             rows = await environments.environments_of_spaces(session, keys)
-        grouped: dict[str, list[Environment]] = defaultdict(list)
-        for row in rows:
-            grouped[row.space_id].append(row)
-        return [grouped[key] for key in keys]
+        return _grouped(rows, keys, "space_id")
 
     async def _grants(self, keys: Sequence[str]) -> list[list[ClusterGrant]]:
         async with self.services.read() as session:
             rows = await cloud_accounts.grants_of_accounts(session, keys)
-        grouped: dict[str, list[ClusterGrant]] = defaultdict(list)
-        for row in rows:
-            grouped[row.cloud_account_id].append(row)
-        return [grouped[key] for key in keys]
+        return _grouped(rows, keys, "cloud_account_id")
 
     async def _recent_events(self, keys: Sequence[tuple[str, int]]) -> list[list[SpaceStatusEvent]]:
         """Keyed by (space id, how many); one query per distinct `first`."""
