@@ -58,8 +58,31 @@ def build_probe_loop(settings: Settings, services: Services) -> ProbeLoop:
     )
 
 
-def probe_metrics(stats: ProbeStats) -> list[str]:
-    counters = [
+Sample = tuple[str, str, str, int]  # name, type, help, value
+
+
+def exposition(samples: list[Sample]) -> str:
+    """Prometheus text format."""
+    lines: list[str] = []
+    for name, kind, help_text, value in samples:
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
+    return "\n".join(lines) + "\n"
+
+
+def samples(services: Services, stats: ProbeStats) -> list[Sample]:
+    return [
+        (
+            "spacedock_sql_statements_total",
+            "counter",
+            "SQL statements sent to the database.",
+            services.database.statement_count,
+        ),
+        (
+            "spacedock_event_subscribers",
+            "gauge",
+            "Event-bus subscriptions open in this process.",
+            services.bus.subscriber_count,
+        ),
         ("spacedock_probes_total", "counter", "Probes that gave a result.", stats.probes),
         ("spacedock_probe_failures_total", "counter", "Probes that failed.", stats.failures),
         (
@@ -76,10 +99,6 @@ def probe_metrics(stats: ProbeStats) -> list[str]:
         ),
         ("spacedock_probes_in_flight", "gauge", "Probes running now.", stats.in_flight),
     ]
-    lines: list[str] = []
-    for name, kind, help_text, value in counters:
-        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
-    return lines
 
 
 def create_app(settings: Settings) -> Starlette:
@@ -117,16 +136,9 @@ def create_app(settings: Settings) -> Starlette:
         return JSONResponse({"status": "ok", "database": "reachable"})
 
     async def metrics(request: Request) -> Response:
-        lines = [
-            "# HELP spacedock_sql_statements_total SQL statements sent to the database.",
-            "# TYPE spacedock_sql_statements_total counter",
-            f"spacedock_sql_statements_total {services.database.statement_count}",
-            "# HELP spacedock_event_subscribers Event-bus subscriptions open in this process.",
-            "# TYPE spacedock_event_subscribers gauge",
-            f"spacedock_event_subscribers {services.bus.subscriber_count}",
-            *probe_metrics(probes.stats),
-        ]
-        return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(
+            exposition(samples(services, probes.stats)), media_type="text/plain; version=0.0.4"
+        )
 
     routes = [
         Route("/graphql", view, methods=["GET", "POST"]),
