@@ -3,9 +3,7 @@ the status history every transition leaves behind."""
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import socket
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,6 +24,7 @@ from db import cloud_accounts as account_repo
 from db import owned
 from db import spaces as repo
 from db.tables import CloudAccount, Space, SpaceStatusEvent
+from providers.network import denied_address
 
 PROVIDERS = ("AWS", "GCP", "AZURE", "GENERIC")
 PUBLIC_CONFIG = ("clusterName", "region", "projectId", "resourceGroup", "subscriptionId", "server")
@@ -44,7 +43,6 @@ ALLOWED = {
     "GENERIC": {"clusterName", "region", *("server", *GENERIC_SECRETS)},
 }
 # Cloud metadata services live in the link-local ranges; no API server may point there.
-LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
 
 
 @dataclass(frozen=True)
@@ -55,36 +53,6 @@ class RegisterSpaceRequest:
     cloud_account_id: str | None
     config: dict[str, str]  # SpaceConfigInput fields that were given, by contract name
     synthetic: bool
-
-
-def _literal_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """The address a host literal stands for, including the legacy IPv4 spellings
-    (2852039166, 0xa9.0xfe.0xa9.0xfe, 169.254.43518) that the system resolver accepts."""
-    bare = host.strip("[]").split("%", 1)[0]
-    try:
-        address = ipaddress.ip_address(bare)
-    except ValueError:
-        try:
-            return ipaddress.IPv4Address(socket.inet_aton(bare))
-        except OSError:
-            return None  # a host name; the probe checks what it resolves to
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    return address
-
-
-def denied_network(
-    host: str, deny: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
-) -> str | None:
-    """Why an API server address may not be contacted, if it may not (cloud metadata and
-    operator-denied ranges); loopback stays allowed for kind and k3s."""
-    address = _literal_address(host)
-    if address is None:
-        return None
-    for network in (*LINK_LOCAL, *deny):
-        if address.version == network.version and address in network:
-            return f"{address} is in the denied network {network}"
-    return None
 
 
 def _check_server(problems: Problems, server: str, deny: tuple[Any, ...]) -> str | None:
@@ -104,8 +72,8 @@ def _check_server(problems: Problems, server: str, deny: tuple[Any, ...]) -> str
     if port == 0:
         problems.add(["config", "server"], "server has a port outside 1-65535")
         return None
-    if (why := denied_network(parts.hostname, deny)) is not None:
-        problems.add(["config", "server"], f"server is not allowed: {why}")
+    if (why := denied_address(parts.hostname, deny)) is not None:
+        problems.add(["config", "server"], f"server is not allowed, {why}")
         return None
     return server.rstrip("/")
 

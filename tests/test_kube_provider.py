@@ -8,14 +8,14 @@ import os
 import stat
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
-from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api
+from kubernetes_asyncio.client import Configuration, CoreV1Api
 
-from providers import kube
+from providers import kube, network
 from providers.credentials import ClusterCredentials
 from providers.errors import PermanentError, ProviderError, TemporaryError
 from tests.support.kube_standin import KubeStandIn
@@ -162,24 +162,28 @@ async def test_a_slow_server_is_a_timeout_within_the_limit(k: KubeStandIn) -> No
 async def test_key_material_is_on_disk_only_while_the_client_is_built(
     k: KubeStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(kube, "SCRATCH_ROOT", str(tmp_path))
-    seen_at_build: dict[str, Any] = {}
-    real_api_client = ApiClient
+    monkeypatch.setattr(network, "SCRATCH_ROOT", str(tmp_path))
+    seen: list[dict[str, int]] = []
+    real_private_files = network.private_files
 
-    def observing_api_client(configuration: Configuration) -> Any:
-        (directory,) = tmp_path.iterdir()
-        seen_at_build["directory_mode"] = stat.S_IMODE(directory.stat().st_mode)
-        seen_at_build["files"] = {
-            path.name: stat.S_IMODE(path.stat().st_mode) for path in directory.iterdir()
-        }
-        return real_api_client(configuration)
+    @contextmanager
+    def observed_private_files(**contents: str) -> Iterator[dict[str, str]]:
+        with real_private_files(**contents) as paths:
+            (directory,) = tmp_path.iterdir()
+            seen.append(
+                {"(directory)": stat.S_IMODE(directory.stat().st_mode)}
+                | {path.name: stat.S_IMODE(path.stat().st_mode) for path in directory.iterdir()}
+            )
+            yield paths
 
-    monkeypatch.setattr(kube, "ApiClient", observing_api_client)
-    credentials = certificate_credentials(k)
-    client = await kube.build_client(credentials)
+    monkeypatch.setattr(network, "private_files", observed_private_files)
+    monkeypatch.setattr(kube, "private_files", observed_private_files)
+    client = await kube.build_client(certificate_credentials(k))
     try:
-        assert seen_at_build["directory_mode"] == 0o700
-        assert seen_at_build["files"] == {"ca.crt": 0o600, "tls.crt": 0o600, "tls.key": 0o600}
+        assert seen == [
+            {"(directory)": 0o700, "cert": 0o600, "key": 0o600},
+            {"(directory)": 0o700, "ca": 0o600},
+        ]
         assert os.listdir(tmp_path) == []
         # The client keeps working on its in-memory TLS context, files gone.
         listed = await CoreV1Api(client).list_namespace()
@@ -192,7 +196,7 @@ async def test_key_material_is_on_disk_only_while_the_client_is_built(
 async def test_a_failed_build_leaves_no_file_either(
     k: KubeStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(kube, "SCRATCH_ROOT", str(tmp_path))
+    monkeypatch.setattr(network, "SCRATCH_ROOT", str(tmp_path))
     pair = k.client_certificate()
     mismatched = ClusterCredentials(
         server=k.url,
