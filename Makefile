@@ -31,7 +31,7 @@ serve: install
 	$(BIN)/spacedock serve
 
 test: install browser
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -rs
 
 lint: install
 	$(BIN)/ruff check .

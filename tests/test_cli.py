@@ -1,0 +1,102 @@
+"""The `spacedock` command as an operator runs it: tokens, the development key, bad settings."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from core.secrets import SecretBox
+from tests.support.graphql import GraphQL
+from tests.support.server import REPO, Server
+
+
+def spacedock(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "api", *args],
+        cwd=REPO,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+async def test_token_create_prints_a_working_token_last_and_stores_only_its_hash(
+    server: Server,
+) -> None:
+    env = {"SPACEDOCK_DATABASE_URL": server.backend.url, "SPACEDOCK_SECRET_KEY": server.secret_key}
+    made = spacedock("token", "create", "--org", "cli-org", "--role", "editor", env=env)
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip().splitlines()[-1]
+    again = spacedock("token", "create", "--org", "cli-org", "--role", "viewer", env=env)
+    second = again.stdout.strip().splitlines()[-1]
+    assert token != second
+
+    caller = GraphQL(server.url, server.ws_url, token)
+    viewer = (await caller.data("{ viewer { org { id name } role } }"))["viewer"]
+    assert viewer["org"]["name"] == "cli-org"
+    assert viewer["role"] == "EDITOR"
+    # The second token joined the same org rather than making another of that name.
+    other = GraphQL(server.url, server.ws_url, second)
+    assert (await other.data("{ viewer { org { id } role } }"))["viewer"] == {
+        "org": {"id": viewer["org"]["id"]},
+        "role": "VIEWER",
+    }
+    if server.backend.name == "sqlite":
+        path = server.backend.url.split("///", 1)[1]
+        with sqlite3.connect(path) as stored:
+            hashes = [row[0] for row in stored.execute("SELECT token_hash FROM api_tokens")]
+        assert token not in hashes and all(token not in h for h in hashes)
+
+
+def test_a_role_outside_the_three_is_refused_with_usage() -> None:
+    refused = spacedock("token", "create", "--org", "x", "--role", "owner", env={})
+    assert refused.returncode == 2
+    assert "invalid choice: 'owner'" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+def test_without_a_secret_key_a_development_key_is_kept_beside_the_database(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "dev.db"
+    env = {"SPACEDOCK_DATABASE_URL": f"sqlite+aiosqlite:///{database}", "SPACEDOCK_SECRET_KEY": ""}
+    first = spacedock("token", "create", "--org", "dev", "--role", "admin", env=env)
+    assert first.returncode == 0, first.stderr
+    key_file = tmp_path / "dev.key"
+    assert "SPACEDOCK_SECRET_KEY is unset: development mode" in first.stderr
+    assert str(key_file) in first.stderr
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    key = key_file.read_text().strip()
+    assert SecretBox.is_valid_key(key)
+    second = spacedock("token", "create", "--org", "dev", "--role", "viewer", env=env)
+    assert second.returncode == 0
+    assert key_file.read_text().strip() == key  # reused, so sealed credentials stay readable
+    assert key not in first.stdout + first.stderr + second.stdout + second.stderr
+
+
+def test_a_malformed_secret_key_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    env = {
+        "SPACEDOCK_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'x.db'}",
+        "SPACEDOCK_SECRET_KEY": "not-a-fernet-key",
+    }
+    refused = spacedock("serve", "--port", "0", env=env)
+    assert refused.returncode == 2
+    assert "SPACEDOCK_SECRET_KEY must be a Fernet key" in refused.stderr
+    assert "not-a-fernet-key" not in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_a_malformed_number_setting_names_the_variable(tmp_path: Path) -> None:
+    env = {
+        "SPACEDOCK_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'x.db'}",
+        "SPACEDOCK_PROBE_INTERVAL_S": "soon",
+    }
+    refused = spacedock("serve", env=env)
+    assert refused.returncode == 2
+    assert "SPACEDOCK_PROBE_INTERVAL_S must be a number" in refused.stderr
