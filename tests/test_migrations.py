@@ -21,9 +21,11 @@ from tests.support.server import Backend
 
 @pytest.fixture(params=["sqlite", *(["postgres"] if POSTGRES_URL else [])])
 def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    made = (
-        Backend.postgres(POSTGRES_URL) if request.param == "postgres" else Backend.sqlite(tmp_path)
-    )  # type: ignore[arg-type]
+    if request.param == "postgres":
+        assert POSTGRES_URL is not None
+        made = Backend.postgres(POSTGRES_URL)
+    else:
+        made = Backend.sqlite(tmp_path)
     yield made
     made.dispose(POSTGRES_URL)
 
