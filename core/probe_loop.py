@@ -44,6 +44,10 @@ CLAIM_BATCH_SHARE = 4
 MAX_WRITE_BATCH = 1000
 MAX_BACKOFF_S = 30.0
 MIN_NAP_S = 0.01
+# Spaces registered elsewhere (another replica, `spacedock space import-kubeconfig`) cannot
+# wake this loop; it looks for due spaces at least this often, so their first probe still
+# comes within seconds.
+LOOK_FOR_DUE_S = 2.0
 STOP_GRACE_S = 5.0
 
 
@@ -211,10 +215,8 @@ class ProbeLoop:
     async def _until_next_due(self) -> float:
         async with self.services.read() as session:
             earliest = await repo.earliest_due(session)
-        if earliest is None:
-            return self.settings.interval_s
-        wait = (earliest - utcnow()).total_seconds()
-        return min(max(wait, MIN_NAP_S), self.settings.interval_s)
+        wait = LOOK_FOR_DUE_S if earliest is None else (earliest - utcnow()).total_seconds()
+        return min(max(wait, MIN_NAP_S), self.settings.interval_s, LOOK_FOR_DUE_S)
 
     def _spawn(self, space: Space) -> None:
         if self._stopping.is_set():

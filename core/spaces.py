@@ -75,6 +75,8 @@ def _check_server(problems: Problems, server: str, deny: tuple[Any, ...]) -> str
     if (why := denied_address(parts.hostname, deny)) is not None:
         problems.add(["config", "server"], f"server is not allowed, {why}")
         return None
+    if port == 443:  # the same cluster as without the port: one identity, one registration
+        server = parts._replace(netloc=parts.netloc.rsplit(":", 1)[0]).geturl()
     return server.rstrip("/")
 
 

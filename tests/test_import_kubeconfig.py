@@ -4,6 +4,7 @@ through GraphQL, and with credentials that must work against the cluster."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import secrets
 import subprocess
@@ -126,6 +127,15 @@ async def test_token_user_becomes_a_working_generic_space(
     )
     assert_no_secrets(run, kube.token)
     assert await namespaces_through_the_stored_credential(org, space["id"]) == STANDIN_NAMESPACES
+    # The running server finds the space the CLI registered and probes it within seconds.
+    deadline = asyncio.get_running_loop().time() + 10
+    query = "query($id: ID!) { space(id: $id) { status lastProbe { ok version } } }"
+    while (probed := (await org.viewer.data(query, {"id": space["id"]}))["space"])[
+        "status"
+    ] != "ACTIVE":
+        assert asyncio.get_running_loop().time() < deadline, probed
+        await asyncio.sleep(0.2)
+    assert probed["lastProbe"] == {"ok": True, "version": kube.git_version}
 
 
 async def test_client_certificate_user_imports_with_a_sanitized_name(

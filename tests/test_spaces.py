@@ -348,6 +348,23 @@ async def test_names_and_clusters_are_unique_among_registered_spaces(org: Org) -
     assert sorted(await space_ids(org)) == sorted([first["id"], generic["id"]])
 
 
+async def test_the_https_default_port_names_the_same_cluster(org: Org) -> None:
+    path = unique("c")
+    explicit = await register_generic_space(
+        org.editor, server=f"https://cluster.example:443/{path}"
+    )
+    assert explicit["config"]["server"] == f"https://cluster.example/{path}"
+    again = await register(
+        org,
+        {
+            "name": unique("s"),
+            "provider": "GENERIC",
+            "config": generic_config(server=f"https://cluster.example/{path}"),
+        },
+    )
+    assert error_fields(again) == {(("input", "config", "server"), "CONFLICT")}
+
+
 async def test_names_are_per_org(org: Org, other_org: Org) -> None:
     name = unique("shared")
     server = f"https://127.0.0.1:6443/{unique('c')}"
