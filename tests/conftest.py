@@ -18,15 +18,27 @@ POSTGRES_URL = os.environ.get("SPACEDOCK_TEST_DATABASE_URL")
 BACKENDS = ["sqlite", *(["postgres"] if POSTGRES_URL else [])]
 
 
+def fresh_backend(name: str, directory: Path) -> Backend:
+    if name == "postgres":
+        assert POSTGRES_URL is not None
+        return Backend.postgres(POSTGRES_URL)
+    return Backend.sqlite(directory)
+
+
 @pytest.fixture(scope="module", params=BACKENDS)
 def backend(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Backend]:
-    if request.param == "postgres":
-        assert POSTGRES_URL is not None
-        made = Backend.postgres(POSTGRES_URL)
-    else:
-        made = Backend.sqlite(tmp_path_factory.mktemp("sqlite"))
+    """An empty database for this module's server."""
+    made = fresh_backend(request.param, tmp_path_factory.mktemp("sqlite"))
+    yield made
+    made.dispose(POSTGRES_URL)
+
+
+@pytest.fixture(params=BACKENDS)
+def empty_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """An empty database for one test that runs spacedock's code in-process."""
+    made = fresh_backend(request.param, tmp_path)
     yield made
     made.dispose(POSTGRES_URL)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -19,24 +18,13 @@ from tests.conftest import POSTGRES_URL
 from tests.support.server import Backend
 
 
-@pytest.fixture(params=["sqlite", *(["postgres"] if POSTGRES_URL else [])])
-def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if request.param == "postgres":
-        assert POSTGRES_URL is not None
-        made = Backend.postgres(POSTGRES_URL)
-    else:
-        made = Backend.sqlite(tmp_path)
-    yield made
-    made.dispose(POSTGRES_URL)
-
-
 def _differences(connection: sa.Connection) -> list[object]:
     context = MigrationContext.configure(connection, opts={"compare_type": True})
     return list(compare_metadata(context, SQLModel.metadata))
 
 
-async def test_migrations_build_what_the_models_declare(empty_database: Backend) -> None:
-    database = Database(empty_database.url)
+async def test_migrations_build_what_the_models_declare(empty_backend: Backend) -> None:
+    database = Database(empty_backend.url)
     try:
         await database.migrate()
         await database.migrate()  # a restart migrates again: a no-op

@@ -12,9 +12,8 @@ import asyncio
 import ipaddress
 import itertools
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
@@ -31,23 +30,12 @@ from db import spaces as space_repo
 from db.engine import Database
 from providers.credentials import ClusterCredentials
 from providers.probe import ProbeOutcome, VersionProber
-from tests.conftest import BACKENDS, POSTGRES_URL
+from tests.conftest import POSTGRES_URL
 from tests.support.factories import unique
 from tests.support.kube_standin import KubeStandIn
 from tests.support.server import Backend
 
 KEY = SecretBox.generate_key()
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if request.param == "postgres":
-        assert POSTGRES_URL is not None
-        made = Backend.postgres(POSTGRES_URL)
-    else:
-        made = Backend.sqlite(tmp_path)
-    yield made
-    made.dispose(POSTGRES_URL)
 
 
 def services_for(backend: Backend, interval_s: float) -> Services:
@@ -60,9 +48,9 @@ def services_for(backend: Backend, interval_s: float) -> Services:
 
 
 @pytest.fixture
-async def replicas(backend: Backend) -> AsyncIterator[list[Services]]:
+async def replicas(empty_backend: Backend) -> AsyncIterator[list[Services]]:
     """Two independent sets of services (engines, pools) on the same database."""
-    made = [services_for(backend, 0.5), services_for(backend, 0.5)]
+    made = [services_for(empty_backend, 0.5), services_for(empty_backend, 0.5)]
     await made[0].database.migrate()
     yield made
     for services in made:
@@ -172,15 +160,15 @@ async def test_a_probe_that_fails_on_our_side_leaves_the_others_going(
 
 
 async def test_the_loop_outlives_a_database_outage(
-    backend: Backend, replicas: list[Services]
+    empty_backend: Backend, replicas: list[Services]
 ) -> None:
-    if backend.name != "postgres":
+    if empty_backend.name != "postgres":
         pytest.skip("a database outage is staged with Postgres' ALLOW_CONNECTIONS")
     assert POSTGRES_URL is not None
     services = replicas[0]
     settings = ProbeSettings(interval_s=0.2, timeout_s=0.3, failure_threshold=3, concurrency=8)
     admin = await asyncpg.connect(POSTGRES_URL.replace("postgresql+asyncpg", "postgresql"))
-    database = backend.drop
+    database = empty_backend.drop
     try:
         with KubeStandIn() as cluster:
             (space_id,) = await register_spaces(services, cluster, 1)
