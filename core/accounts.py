@@ -14,7 +14,7 @@ from typing import Any
 
 from core.errors import Problems, UserErrors
 from core.ids import new_id
-from core.names import cloud_name_problem, display_name_problem
+from core.names import check_new_name, cloud_name_problem
 from core.rbac import Viewer
 from core.secrets import SecretBox
 from core.services import Unit
@@ -195,10 +195,12 @@ async def create_account(
 ) -> CloudAccount:
     viewer.require("cloudaccount:create")
     problems = Problems("input")
-    if (why := display_name_problem(name)) is not None:
-        problems.add(["name"], f"name {why}")
-    elif await owned.by_name(unit.session, CloudAccount, viewer.org_id, name):
-        problems.add(["name"], f"a cloud account named {name!r} already exists", "CONFLICT")
+    await check_new_name(
+        problems,
+        name,
+        lambda: owned.by_name(unit.session, CloudAccount, viewer.org_id, name),
+        "a cloud account",
+    )
     checked = check_credentials(provider, credentials, problems)
     problems.raise_if_any()
     account = CloudAccount(

@@ -7,7 +7,7 @@ from datetime import datetime
 from core.errors import Problems
 from core.health import HealthRule
 from core.ids import new_id
-from core.names import display_name_problem, dns_label_problem
+from core.names import check_new_name, dns_label_problem
 from core.rbac import Viewer
 from core.services import Unit
 from db import environments as repo
@@ -47,10 +47,12 @@ async def create(
 ) -> Environment:
     viewer.require("environment:create")
     problems = Problems("input")
-    if (why := display_name_problem(name)) is not None:
-        problems.add(["name"], f"name {why}")
-    elif await owned.by_name(unit.session, Environment, viewer.org_id, name):
-        problems.add(["name"], f"an environment named {name!r} already exists", "CONFLICT")
+    await check_new_name(
+        problems,
+        name,
+        lambda: owned.by_name(unit.session, Environment, viewer.org_id, name),
+        "an environment",
+    )
     _check_namespace(problems, namespace)
     await _bindable_space(unit, viewer, problems, space_id)
     problems.raise_if_any()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
+
+from core.errors import Problems
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DISPLAY_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
@@ -39,3 +42,13 @@ def cloud_name_problem(value: str) -> str | None:
     if not CLOUD_NAME.match(value):
         return "must be 1-255 characters of letters, digits, '.', '_', '-' or '()'"
     return None
+
+
+async def check_new_name(
+    problems: Problems, name: str, taken: Callable[[], Awaitable[object]], what: str
+) -> None:
+    """A display name's shape, then whether `taken()` finds it already in use (CONFLICT)."""
+    if (why := display_name_problem(name)) is not None:
+        problems.add(["name"], f"name {why}")
+    elif await taken():
+        problems.add(["name"], f"{what} named {name!r} already exists", "CONFLICT")

@@ -16,7 +16,7 @@ from core.errors import Problems, UserErrors
 from core.events import SPACE_STATUS
 from core.health import OPERATOR_HOLD, stored_status
 from core.ids import new_id
-from core.names import cloud_name_problem, display_name_problem
+from core.names import check_new_name, cloud_name_problem
 from core.rbac import Viewer
 from core.secrets import SecretBox
 from core.services import Unit
@@ -188,10 +188,12 @@ async def register(
     viewer.require("space:create")
     problems = Problems("input")
     config = {k: v for k, v in request.config.items() if v is not None}
-    if (why := display_name_problem(request.name)) is not None:
-        problems.add(["name"], f"name {why}")
-    elif await repo.live_space_where(unit.session, viewer.org_id, name=request.name):
-        problems.add(["name"], f"a space named {request.name!r} is already registered", "CONFLICT")
+    await check_new_name(
+        problems,
+        request.name,
+        lambda: repo.live_space_where(unit.session, viewer.org_id, name=request.name),
+        "a registered space",
+    )
     # The checks below need a well-formed config and account; faults of the name alone
     # must not hide theirs, since every fault of one call is reported together.
     name_faults = len(problems.errors)
