@@ -6,6 +6,8 @@ import argparse
 import asyncio
 import logging
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +17,7 @@ from api.settings import Settings, SettingsError
 if TYPE_CHECKING:
     from core.errors import UserError
     from core.kubeconfigs import ContextImport
+    from core.services import Services
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -34,19 +37,26 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-async def _create_token(settings: Settings, org: str, role: str) -> str:
+@asynccontextmanager
+async def _services(settings: Settings) -> AsyncIterator[Services]:
+    """The server's services for a one-off command, on a migrated database."""
     from api.app import build_services
-    from core.rbac import Role
-    from core.tokens import create_token
 
     services = build_services(settings)
     try:
         await services.database.migrate()
-        async with services.unit() as unit:
-            _, token = await create_token(unit, org, Role(role.upper()))
-        return token
+        yield services
     finally:
         await services.database.dispose()
+
+
+async def _create_token(settings: Settings, org: str, role: str) -> str:
+    from core.rbac import Role
+    from core.tokens import create_token
+
+    async with _services(settings) as services, services.unit() as unit:
+        _, token = await create_token(unit, org, Role(role.upper()))
+    return token
 
 
 def _token(args: argparse.Namespace, settings: Settings) -> int:
@@ -68,21 +78,16 @@ async def _register_imports(
     settings: Settings, org_name: str, planned: list[ContextImport]
 ) -> list[_ImportOutcome] | None:
     """Registers each planned space in its own unit, as an admin of the org; None: no such org."""
-    from api.app import build_services
     from core import spaces
     from core.errors import UserErrors
-    from core.rbac import Role, Viewer
-    from db.orgs import org_by_name
+    from core.tokens import org_admin
 
-    services = build_services(settings)
     outcomes: list[_ImportOutcome] = []
-    try:
-        await services.database.migrate()
+    async with _services(settings) as services:
         async with services.unit() as unit:
-            org = await org_by_name(unit.session, org_name)
-        if org is None:
+            admin = await org_admin(unit, org_name)
+        if admin is None:
             return None
-        admin = Viewer(org_id=org.id, org_name=org.name, role=Role.ADMIN)
         for plan in planned:
             if plan.request is None:
                 outcomes.append(_ImportOutcome(plan))
@@ -96,9 +101,7 @@ async def _register_imports(
                 outcomes.append(_ImportOutcome(plan, space.id, server))
             except UserErrors as refused:
                 outcomes.append(_ImportOutcome(plan, errors=tuple(refused.errors)))
-        return outcomes
-    finally:
-        await services.database.dispose()
+    return outcomes
 
 
 def _import_kubeconfig(args: argparse.Namespace, settings: Settings) -> int:

@@ -52,3 +52,9 @@ async def authenticate(unit: Unit, authorization: str | None) -> Viewer | None:
         return None
     api_token, org = found
     return Viewer(org_id=org.id, org_name=org.name, role=Role(api_token.role))
+
+
+async def org_admin(unit: Unit, org_name: str) -> Viewer | None:
+    """An ADMIN of the org, for operator commands run beside the server; None: no such org."""
+    org = await repo.org_by_name(unit.session, org_name)
+    return None if org is None else Viewer(org_id=org.id, org_name=org.name, role=Role.ADMIN)
