@@ -301,7 +301,9 @@ async def test_second_import_of_the_same_context_is_a_conflict(
     assert again.code == 1
     assert "Traceback" not in again.output
     assert "refused  context=kind-dev space=kind-dev" in again.stderr
-    assert "input.name: a registered space named 'kind-dev' already exists (CONFLICT)" in again.stderr
+    assert (
+        "input.name: a registered space named 'kind-dev' already exists (CONFLICT)" in again.stderr
+    )
     assert (
         "input.config.server: this cluster is already registered as a space (CONFLICT)"
         in again.stderr
