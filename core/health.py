@@ -26,12 +26,14 @@ class HealthRule:
         return now - timedelta(seconds=self.probe_interval_s * STALE_AFTER_INTERVALS)
 
     def status_of(self, space: Space, now: datetime) -> tuple[str, str | None]:
-        """(status, why) where why explains a status the probes did not give."""
+        """(status, why): why names the hold, staleness, or the failure behind INACTIVE."""
         if space.held:
             return "INACTIVE", OPERATOR_HOLD
         last_result = space.last_probe_at or space.created_at
         if space.deregistered_at is None and last_result < self.stale_before(now):
             return "UNKNOWN", PROBE_STALE
+        if space.probe_status == "INACTIVE":
+            return "INACTIVE", space.last_probe_error
         return space.probe_status, None
 
 

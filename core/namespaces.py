@@ -92,7 +92,7 @@ async def creation_target(
         )
     status, why_status = services.health.status_of(space, unit.now)
     if status == "INACTIVE":
-        because = why_status or space.last_probe_error or "its probes fail"
+        because = why_status or "its probes fail"
         raise UserErrors.one(
             ["input", "spaceId"],
             f"the space is INACTIVE ({because}); namespaces are created on reachable spaces only",

@@ -115,8 +115,8 @@ def space_config(space: Space) -> dict[str, Any]:
     }
 
 
-def space_status(context: Context, space: Space) -> str:
-    return context.services.health.status_of(space, utcnow())[0]
+def space_status(context: Context, space: Space) -> tuple[str, str | None]:
+    return context.services.health.status_of(space, utcnow())
 
 
 async def status_events(

@@ -217,7 +217,16 @@ class Space(Node):
 
     @strawberry.field
     def status(self, info: GraphInfo) -> SpaceStatus:
-        return SpaceStatus(reads.space_status(info.context, self.row))
+        return SpaceStatus(reads.space_status(info.context, self.row)[0])
+
+    @strawberry.field(
+        description=(
+            'Why the status is what it is when that is not a healthy probe: "operator hold", '
+            '"probe stale" (no probe result for 3 intervals), or the failure behind INACTIVE.'
+        )
+    )
+    def status_reason(self, info: GraphInfo) -> str | None:
+        return reads.space_status(info.context, self.row)[1]
 
     @strawberry.field(
         description="True while an operator hold (setSpaceStatus INACTIVE) is in force."
