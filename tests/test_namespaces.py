@@ -370,8 +370,11 @@ async def test_slow_cluster_calls_hold_no_database_connection(
 async def test_a_space_whose_probes_failed_refuses_with_the_probe_reason(
     server: Server, cluster: KubeStandIn, tmp_path: Path
 ) -> None:
-    # A second server on the same database (and key) whose probe loop runs fast, so that
-    # failing probes take a space INACTIVE without an operator hold.
+    # This module's server probes hourly; for this test a replica whose probe loop runs fast
+    # takes its place on the same database (and key), so that failing probes take a space
+    # INACTIVE without an operator hold. Two replicas share one lease schedule, so the slow
+    # one stops while the fast one runs.
+    server.stop()
     fast = Server(
         backend=server.backend,
         log_path=tmp_path / "fast-probes.log",
@@ -402,3 +405,4 @@ async def test_a_space_whose_probes_failed_refuses_with_the_probe_reason(
         assert WRONG_TOKEN not in message
     finally:
         fast.stop()
+        server.start()
