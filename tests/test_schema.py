@@ -3,8 +3,8 @@
 `schema.graphql` is generated from the code (`spacedock export-schema`); a
 test fails as soon as the two drift. Every type, field, argument, interface
 and enum value of the shared `contract.graphql` must be in it with the same
-type. Parts that later issues deliver are listed in NOT_YET; an item there
-that turns up in the schema fails too, so the list can only shrink.
+type. Parts that later issues deliver are listed in NOT_YET_BY_ISSUE; an item
+there that is served with its contract type fails too, so the list only shrinks.
 """
 
 from __future__ import annotations
@@ -31,29 +31,101 @@ from schema.build import SDL_PATH, sdl
 
 CONTRACT = Path(__file__).resolve().parents[2] / "shared" / "contract.graphql"
 
-# Owned by later issues: cluster discovery, then CloudSpaces.
-NOT_YET = {
-    "CloudAccount.clusters",
-    "DiscoveredCluster",
-    "CloudSpace",
-    "CloudSpaceEdge",
-    "CloudSpaceConnection",
-    "CloudSpaceEvent",
-    "CloudSpacePhase",
-    "Quota",
-    "VCluster",
-    "Space.cloudSpaces",
-    "Query.cloudSpaces",
-    "Query.cloudSpace",
-    "Mutation.createCloudSpace",
-    "Mutation.updateCloudSpaceQuota",
-    "Mutation.deleteCloudSpace",
-    "CreateCloudSpaceInput",
-    "UpdateCloudSpaceQuotaInput",
-    "DeleteCloudSpaceInput",
-    "CloudSpacePayload",
-    "Subscription.cloudSpacePhaseChanged",
+# Contract parts still to come, by the issue that delivers them. An entry names a whole type,
+# a field, an argument (`Type.field(arg)`) or an enum value; it leaves this list when it is
+# served with the contract's type.
+NOT_YET_BY_ISSUE: dict[str, set[str]] = {
+    "cloud accounts (8)": {
+        "CloudAccount.clusters",
+        "DiscoveredCluster",
+        "Mutation.rotateCloudAccountCredentials",
+        "RotateCloudAccountCredentialsInput",
+    },
+    "CloudSpaces (9)": {
+        "CloudSpace",
+        "CloudSpaceEdge",
+        "CloudSpaceConnection",
+        "CloudSpaceEvent",
+        "CloudSpacePhase",
+        "CloudSpacePayload",
+        "Quota",
+        "VCluster",
+        "Space.cloudSpaces",
+        "Query.cloudSpaces",
+        "Query.cloudSpace",
+        "Mutation.createCloudSpace",
+        "Mutation.updateCloudSpaceQuota",
+        "Mutation.deleteCloudSpace",
+        "CreateCloudSpaceInput",
+        "UpdateCloudSpaceQuotaInput",
+        "DeleteCloudSpaceInput",
+        "Subscription.cloudSpacePhaseChanged",
+    },
+    "frontend-grade API (10)": {
+        "UserError.code",
+        "UserErrorCode",
+        "Namespace.id",
+        "PageInfo.hasPreviousPage",
+        "PageInfo.startCursor",
+        "OrderDirection",
+        "SpaceOrder",
+        "SpaceOrderField",
+        "Query.spaces(last)",
+        "Query.spaces(before)",
+        "Query.spaces(orderBy)",
+        "SpaceFilter.search",
+        "SpaceFilter.providers",
+        "SpaceFilter.cloudAccountIds",
+        "SpaceFilter.held",
+        "SpaceCounts",
+        "Query.spaceCounts",
+        "StatusReasonCode",
+        "Space.statusReasonCode",
+        "ProbeResult.errorCode",
+        "SpaceStatusEvent.id",
+        "SpaceStatusEvent.reasonCode",
+        "SpaceStatusEvent implements Node",
+        "SpaceStatusEventEdge",
+        "SpaceStatusEventConnection",
+        "Query.statusEvents",
+        "Query.nodes",
+        "ProbeEvent",
+        "Subscription.spaceProbed",
+        "Subscription.spaceStatusChanged(spaceIds)",
+    },
+    "access for real teams (11)": {
+        "Role.CUSTOM",
+        "RoleDefinition",
+        "RolePayload",
+        "CreateRoleInput",
+        "UpdateRoleInput",
+        "DeleteRoleInput",
+        "Query.roles",
+        "Mutation.createRole",
+        "Mutation.updateRole",
+        "Mutation.deleteRole",
+        "CredentialKind",
+        "Viewer.customRole",
+        "Viewer.subject",
+        "Viewer.credentialKind",
+        "ApiToken",
+        "ApiTokenEdge",
+        "ApiTokenConnection",
+        "ApiTokenPayload",
+        "CreateApiTokenInput",
+        "CreateApiTokenPayload",
+        "RevokeApiTokenInput",
+        "Query.apiTokens",
+        "Mutation.createApiToken",
+        "Mutation.revokeApiToken",
+        "AuditEvent",
+        "AuditEventEdge",
+        "AuditEventConnection",
+        "AuditFilter",
+        "Query.auditEvents",
+    },
 }
+NOT_YET: set[str] = set().union(*NOT_YET_BY_ISSUE.values())
 
 
 def parts(schema: GraphQLSchema) -> dict[str, str]:
@@ -131,7 +203,8 @@ def test_not_yet_lists_only_contract_parts_that_are_still_missing(
 ) -> None:
     in_contract = parts(contract)
     assert set(in_contract) >= NOT_YET, "NOT_YET names something the contract lacks"
-    arrived = sorted(part for part in NOT_YET if part in parts(served))
+    ours = parts(served)
+    arrived = sorted(part for part in NOT_YET if ours.get(part) == in_contract[part])
     assert arrived == [], f"now served, so take them off NOT_YET: {arrived}"
 
 
