@@ -55,6 +55,8 @@ class Settings:
     cluster_deny_cidrs: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = field(
         default=()
     )
+    # Orgs whose cloud accounts may use the server's own cloud identity ("ambient": true).
+    ambient_credential_orgs: frozenset[str] = frozenset()
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -68,6 +70,11 @@ class Settings:
             probe_failure_threshold=int(_number("SPACEDOCK_PROBE_FAILURE_THRESHOLD", 3)),
             probe_concurrency=int(_number("SPACEDOCK_PROBE_CONCURRENCY", 256)),
             cluster_deny_cidrs=_networks("SPACEDOCK_CLUSTER_DENY_CIDRS"),
+            ambient_credential_orgs=frozenset(
+                name.strip()
+                for name in os.environ.get("SPACEDOCK_AMBIENT_CREDENTIAL_ORGS", "").split(",")
+                if name.strip()
+            ),
         )
 
     def secret_box(self) -> SecretBox:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from core import accounts
+from core import clouds
 from core.services import Services
 from core.spaces import public_config
 from db import cloud_accounts as account_repo
 from db import owned
 from db.tables import CloudAccount, Space
 from providers.credentials import ClusterCredentials, ClusterTarget
-from providers.errors import PermanentError
+from providers.errors import AccessRevoked
 
 ACCESS_REVOKED = "cluster access revoked"
 
@@ -25,16 +25,14 @@ async def credentials_for(
 ) -> ClusterCredentials:
     """A valid credential for the space's cluster, or a ProviderError saying why not."""
     config = public_config(space)
-    if space.provider != "GENERIC":
+    if clouds.provider(space.provider).cloud:
         if space.cloud_account_id is None:
             services.credentials.forget(space.id)
-            raise PermanentError(f"{ACCESS_REVOKED}: the cloud account was deleted")
-        key = accounts.cluster_key(
-            space.provider, config.get("region"), config["clusterName"], config.get("resourceGroup")
-        )
+            raise AccessRevoked(f"{ACCESS_REVOKED}: the cloud account was deleted")
+        key = clouds.provider(space.provider).grant_key_of(config)
         if await account_repo.grant(session, space.cloud_account_id, key) is None:
             services.credentials.forget(space.id)
-            raise PermanentError(f"{ACCESS_REVOKED}: grantClusterAccess to restore it")
+            raise AccessRevoked(f"{ACCESS_REVOKED}: grantClusterAccess to restore it")
 
     async def target() -> ClusterTarget:
         account_credentials = None

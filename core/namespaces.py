@@ -20,7 +20,7 @@ from db import owned
 from db.tables import Space
 from providers import kube
 from providers.credentials import ClusterCredentials
-from providers.errors import PermanentError, ProviderError
+from providers.errors import AccessRevoked, PermanentError, ProviderError
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGER = "spacedock"
@@ -58,6 +58,8 @@ async def list_namespaces(services: Services, viewer: Viewer, space: Space) -> l
             raise PermanentError(DEREGISTERED)
         credentials = await _credentials(services, space)
         found = await kube.list_namespaces(credentials, deny=services.deny_networks)
+    except AccessRevoked as revoked:
+        raise ApiError("PRECONDITION_FAILED", revoked.reason) from revoked
     except ProviderError as failed:
         raise ApiError("PROVIDER_ERROR", failed.reason) from failed
     return sorted((_ours(namespace, space) for namespace in found), key=lambda n: n.name)
@@ -100,6 +102,10 @@ async def creation_target(
         )
     try:
         credentials = await credentials_for(unit.session, services, space)
+    except AccessRevoked as revoked:
+        raise UserErrors.one(
+            ["input", "spaceId"], revoked.reason, "PRECONDITION_FAILED"
+        ) from revoked
     except ProviderError as failed:
         raise UserErrors.one(None, failed.reason, "PROVIDER_ERROR") from failed
     return CreationTarget(space, credentials, name)

@@ -48,6 +48,8 @@ class Services:
     # API servers in these networks are never contacted (besides link-local, always denied).
     deny_networks: tuple[IPNetwork, ...] = ()
     credentials: CredentialCache = field(default_factory=CredentialCache)
+    # Orgs (by name) whose cloud accounts may use the server's own cloud identity.
+    ambient_credential_orgs: frozenset[str] = frozenset()
     # Set when a space needs probing now (registration, a lifted hold).
     probe_wanted: asyncio.Event = field(default_factory=asyncio.Event)
 

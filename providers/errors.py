@@ -33,6 +33,10 @@ class PermanentError(ProviderError):
     pass
 
 
+class AccessRevoked(PermanentError):
+    """The space's cloud account may no longer mint credentials for its cluster."""
+
+
 def for_status(status: int, server_message: str = "") -> ProviderError:
     """The error for an HTTP status the API server answered with."""
     detail = f": {server_message}" if server_message else ""

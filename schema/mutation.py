@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import strawberry
 
-from core.accounts import ClusterRef
+from core.clouds import ClusterRef
 from core.spaces import RegisterSpaceRequest
 from resolvers import mutations, namespaces
 from schema.inputs import (
@@ -16,6 +16,7 @@ from schema.inputs import (
     DeleteCloudAccountInput,
     DeregisterSpaceInput,
     RegisterSpaceInput,
+    RotateCloudAccountCredentialsInput,
     SetSpaceStatusInput,
 )
 from schema.payloads import (
@@ -44,6 +45,21 @@ class Mutation:
     ) -> CloudAccountPayload:
         outcome = await mutations.create_cloud_account(
             info.context, input.name, input.provider.value, input.credentials
+        )
+        return payload(CloudAccountPayload, "cloud_account", outcome, CloudAccount.from_row)
+
+    @strawberry.mutation(
+        description=(
+            "Replaces an account's credentials after the cloud has accepted the new ones; ids, "
+            "grants, spaces and environments stay, cached cluster credentials are dropped. "
+            "Policy cloudaccount:update."
+        )
+    )
+    async def rotate_cloud_account_credentials(
+        self, info: GraphInfo, input: RotateCloudAccountCredentialsInput
+    ) -> CloudAccountPayload:
+        outcome = await mutations.rotate_cloud_account_credentials(
+            info.context, input.id, input.credentials
         )
         return payload(CloudAccountPayload, "cloud_account", outcome, CloudAccount.from_row)
 
