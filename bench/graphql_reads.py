@@ -33,6 +33,7 @@ sys.path.insert(0, str(REPO))
 import aiohttp  # noqa: E402
 
 from tests.support import factories as make  # noqa: E402
+from tests.support.clouds import Clouds  # noqa: E402
 from tests.support.server import Backend, Server, free_port, mint_token  # noqa: E402
 
 NESTED_READ = """
@@ -82,15 +83,22 @@ class Client:
         await self.session.close()
 
 
-async def populate(client: Client, spaces: int, environments: int) -> None:
+async def populate(client: Client, clouds: Clouds, spaces: int, environments: int) -> None:
     account = await client.mutate(
         make.CREATE_CLOUD_ACCOUNT,
-        {"input": {"name": "bench-aws", "provider": "AWS", "credentials": make.AWS_CREDENTIALS}},
+        {
+            "input": {
+                "name": "bench-aws",
+                "provider": "AWS",
+                "credentials": clouds.credentials("AWS"),
+            }
+        },
     )
     account_id = account["cloudAccount"]["id"]
     nowhere = free_port()  # first probes fail at once: nothing listens there
     for i in range(spaces):
         if i % 2:
+            clouds.add_cluster("AWS", f"c{i}", "us-east-1")
             access = {"cloudAccountId": account_id, "region": "us-east-1", "clusterName": f"c{i}"}
             await client.mutate(make.GRANT_CLUSTER_ACCESS, {"input": access})
             register = {
@@ -166,19 +174,17 @@ async def main() -> None:
     if not 1 <= args.spaces <= 100:
         parser.error("--spaces must be 1..100: the read is one page of first: 100")
 
+    clouds = Clouds().start()
     with tempfile.TemporaryDirectory() as directory:
         server = Server(
             backend=Backend.sqlite(Path(directory)),
             log_path=Path(directory) / "server.log",
-            env={
-                "SPACEDOCK_PROBE_INTERVAL_S": "3600",
-                "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",
-            },
+            env={**clouds.env, "SPACEDOCK_PROBE_INTERVAL_S": "3600"},
         ).start()
         client = Client(server, await mint_token(server.backend.url, "bench", "admin"))
         try:
             started = time.monotonic()
-            await populate(client, args.spaces, args.environments)
+            await populate(client, clouds, args.spaces, args.environments)
             print(
                 f"populated {args.spaces} spaces x {args.environments} environments "
                 f"in {time.monotonic() - started:.1f} s (SQLite)"
@@ -188,6 +194,7 @@ async def main() -> None:
         finally:
             await client.close()
             server.stop()
+            clouds.stop()
 
     print(f"{args.runs} requests each, keep-alive HTTP on loopback, one server process")
     print(f"{'request':<10} {'median ms':>10} {'p95 ms':>8} {'bytes':>8} {'SQL':>5}")

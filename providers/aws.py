@@ -19,7 +19,7 @@ from typing import Any
 
 import aioboto3
 from botocore.config import Config
-from botocore.credentials import ReadOnlyCredentials
+from botocore.credentials import Credentials, ReadOnlyCredentials
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -86,8 +86,14 @@ def _pem(ca_data: str | None) -> str:
 
 def eks_token(credentials: ReadOnlyCredentials, region: str, cluster_name: str) -> str:
     """The bearer token EKS accepts for `cluster_name`; signed locally, no network call."""
+    emitter = HierarchicalEmitter()  # the signer holds it weakly: keep it alive here
     signer = RequestSigner(
-        ServiceId("sts"), region, "sts", "v4", credentials, HierarchicalEmitter()
+        ServiceId("sts"),
+        region,
+        "sts",
+        "v4",
+        Credentials(credentials.access_key, credentials.secret_key, credentials.token),
+        emitter,
     )
     url = signer.generate_presigned_url(
         {
@@ -155,15 +161,17 @@ class AwsAdapter:
             if resolved is None:
                 raise NoCredentialsError()
             frozen = await resolved.get_frozen_credentials()
-        endpoint = described.get("endpoint")
-        if not endpoint:
-            raise PermanentError(f"EKS cluster {location.name} has no endpoint yet; is it ACTIVE?")
-        return ClusterCredentials(
-            server=endpoint.rstrip("/"),
-            ca_pem=_pem((described.get("certificateAuthority") or {}).get("data")),
-            token=eks_token(frozen, region, location.name),
-            expires_at=datetime.now(UTC) + TOKEN_LIFETIME,
-        )
+            endpoint = described.get("endpoint")
+            if not endpoint:
+                raise PermanentError(
+                    f"EKS cluster {location.name} has no endpoint yet; is it ACTIVE?"
+                )
+            return ClusterCredentials(
+                server=endpoint.rstrip("/"),
+                ca_pem=_pem((described.get("certificateAuthority") or {}).get("data")),
+                token=eks_token(frozen, region, location.name),
+                expires_at=datetime.now(UTC) + TOKEN_LIFETIME,
+            )
 
 
 def _cluster(described: Mapping[str, Any], region: str) -> CloudCluster:

@@ -9,13 +9,17 @@ say what the cloud said, scrubbed of every credential value.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+import aiohttp
+
 from providers.credentials import ClusterCredentials
-from providers.errors import PermanentError, TemporaryError
+from providers.errors import PermanentError, ProviderError, TemporaryError
 
 T = TypeVar("T")
 
@@ -72,13 +76,19 @@ class CloudAdapter(Protocol):
         """A short-lived credential for the cluster's API server."""
 
 
-def adapter_for(provider: str) -> CloudAdapter:
+def adapter_for(provider: str) -> CloudAdapter | None:
+    """The provider's adapter; None while a provider has none yet (its accounts are checked
+    for shape only, and its clusters cannot be reached)."""
     # Imported here: each adapter imports its SDK, and GENERIC-only servers need none of them.
     if provider == "AWS":
         from providers.aws import AwsAdapter
 
         return AwsAdapter()
-    raise PermanentError(f"{provider} accounts are not available in this version")
+    if provider == "GCP":
+        from providers.gcp import GcpAdapter
+
+        return GcpAdapter()
+    return None
 
 
 def secret_values(credentials: Mapping[str, Any]) -> list[str]:
@@ -124,3 +134,60 @@ async def retry_throttled(call: Callable[[], Awaitable[T]], what: str) -> T:
             "try again in a minute",
             delay_s=60.0,
         ) from error
+
+
+@dataclass(frozen=True)
+class CloudAnswer:
+    status: int
+    body: dict[str, Any]
+
+
+async def cloud_json(
+    method: str, url: str, token: str, doing: str, secrets: Iterable[str]
+) -> CloudAnswer:
+    """One call to a cloud REST API: no redirects, bounded body and time; 429 raises Throttled,
+    a transport failure a TemporaryError naming what we were doing."""
+    timeout = aiohttp.ClientTimeout(
+        total=CONNECT_TIMEOUT_S + READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S
+    )
+    connector = aiohttp.TCPConnector(ssl=ssl.create_default_context())
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=timeout, connector=connector) as session,
+            session.request(
+                method,
+                url,
+                headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+                allow_redirects=False,
+            ) as response,
+        ):
+            raw = await response.content.read(MAX_BODY_BYTES + 1)
+            status = response.status
+    except (TimeoutError, aiohttp.ServerTimeoutError) as error:
+        raise TemporaryError(f"timeout: {doing} got no answer") from error
+    except aiohttp.ClientError as error:
+        raise TemporaryError(f"connection failed: {doing}: {type(error).__name__}") from error
+    if len(raw) > MAX_BODY_BYTES:
+        raise PermanentError(f"{doing} failed: the answer is larger than {MAX_BODY_BYTES} bytes")
+    if status == 429:
+        raise Throttled(f"throttled: {doing} got 429")
+    try:
+        body = json.loads(raw) if raw else {}
+    except ValueError:
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    return CloudAnswer(status, body)
+
+
+def refused(answer: CloudAnswer, doing: str, message: str, secrets: Iterable[str]) -> ProviderError:
+    """The error for a cloud API's non-2xx answer, with what the cloud said."""
+    said = scrub(message, secrets)
+    detail = f": {said}" if said else ""
+    if answer.status == 401:
+        return PermanentError(f"{doing} failed: 401 unauthorized{detail}")
+    if answer.status == 403:
+        return PermanentError(f"{doing} failed: 403 forbidden{detail}")
+    if answer.status >= 500:
+        return TemporaryError(f"{doing} failed: HTTP {answer.status}{detail}")
+    return PermanentError(f"{doing} failed: HTTP {answer.status}{detail}")
