@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
+import aiohttp
 import pytest
 import yaml
 from kubernetes_asyncio.client import (
@@ -596,6 +597,23 @@ async def test_the_host_takes_a_client_certificate_and_refuses_strangers(host: H
         assert "kube-system" in names
     async with kube(host.url, host.ca_pem, token="wrong") as client:
         assert (await refused(CoreV1Api(client).list_namespace())).status == 401
+
+
+async def test_refuse_closes_the_host_or_the_vclusters_until_listen(host: HostStandIn) -> None:
+    secret = await start_vcluster(host, "cs-refuse", "r")
+    admin = KeyPair(secret["client-certificate"], secret["client-key"])
+    host.refuse(host=False)
+    async with host_client(host) as client:
+        await CoreV1Api(client).list_namespace()
+    async with kube(host.vcluster_url("cs-refuse", "r"), host.vcluster_ca_pem, cert=admin) as c:
+        with pytest.raises(aiohttp.ClientConnectorError):
+            await CoreV1Api(c).list_namespace()
+        host.refuse()
+        async with host_client(host) as client:
+            with pytest.raises(aiohttp.ClientConnectorError):
+                await CoreV1Api(client).list_namespace()
+        host.listen()
+        await CoreV1Api(c).list_namespace()
 
 
 async def test_any_kind_is_stored_under_its_path_and_listed_by_labels(host: HostStandIn) -> None:
