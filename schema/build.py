@@ -22,7 +22,7 @@ from schema.errors import ErrorPolicy
 from schema.mutation import Mutation
 from schema.query import Query
 from schema.subscription import Subscription
-from schema.types import CloudAccount, Environment, Org, Space
+from schema.types import CloudAccount, CloudSpace, Environment, Org, Space
 
 MAX_DEPTH = 10
 MAX_ALIASES = 15
@@ -54,7 +54,7 @@ schema = SpacedockSchema(
     query=Query,
     mutation=Mutation,
     subscription=Subscription,
-    types=[Org, CloudAccount, Space, Environment],
+    types=[Org, CloudAccount, Space, Environment, CloudSpace],
     extensions=[
         partial(QueryDepthLimiter, max_depth=MAX_DEPTH),
         partial(MaxAliasesLimiter, max_alias_count=MAX_ALIASES),

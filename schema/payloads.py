@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import strawberry
 
 from core import errors
-from schema.types import CloudAccount, ClusterAccess, Environment, Namespace, Space
+from schema.types import CloudAccount, CloudSpace, ClusterAccess, Environment, Namespace, Space
 
 
 @strawberry.type
@@ -66,6 +66,14 @@ class NamespacePayload:
 class EnvironmentPayload:
     environment: Environment | None
     user_errors: list[UserError]
+
+
+@strawberry.type(description="The CloudSpace as changed, or userErrors and nothing changed.")
+class CloudSpacePayload:
+    cloud_space: CloudSpace | None = strawberry.field(
+        description="Null when userErrors is not empty."
+    )
+    user_errors: list[UserError] = strawberry.field(description="Why nothing changed.")
 
 
 P = TypeVar("P")

@@ -4,15 +4,26 @@ from __future__ import annotations
 
 import strawberry
 
-from resolvers import reads
+from resolvers import cloudspaces, reads
 from schema.inputs import SpaceFilter
-from schema.types import CloudAccount, Connection, Environment, GraphInfo, Node, Org, Space, Viewer
+from schema.types import (
+    CloudAccount,
+    CloudSpace,
+    Connection,
+    Environment,
+    GraphInfo,
+    Node,
+    Org,
+    Space,
+    Viewer,
+)
 
 NODE_TYPES: dict[str, type] = {
     "Org": Org,
     "CloudAccount": CloudAccount,
     "Space": Space,
     "Environment": Environment,
+    "CloudSpace": CloudSpace,
 }
 
 
@@ -76,3 +87,14 @@ class Query:
         self, info: GraphInfo, first: int | None = None, after: str | None = None
     ) -> Connection[Environment]:
         return Connection.of(await reads.environments_page(info.context, first, after), Environment)
+
+    @strawberry.field(description="The org's CloudSpaces, oldest first; first at most 100.")
+    async def cloud_spaces(
+        self, info: GraphInfo, first: int | None = None, after: str | None = None
+    ) -> Connection[CloudSpace]:
+        return Connection.of(await cloudspaces.page(info.context, first, after), CloudSpace)
+
+    @strawberry.field(description="One of the org's CloudSpaces; null for unknown or foreign ids.")
+    async def cloud_space(self, info: GraphInfo, id: strawberry.ID) -> CloudSpace | None:
+        row = await reads.one(info.context, "CloudSpace", id)
+        return None if row is None else CloudSpace.from_row(row)

@@ -7,8 +7,8 @@ from contextlib import aclosing
 
 import strawberry
 
-from resolvers import subscriptions
-from schema.types import GraphInfo, SpaceStatusEvent
+from resolvers import cloudspaces, subscriptions
+from schema.types import CloudSpaceEvent, GraphInfo, SpaceStatusEvent
 
 
 @strawberry.type
@@ -22,3 +22,13 @@ class Subscription:
         async with aclosing(subscriptions.space_status_events(info.context, space_id)) as events:
             async for row in events:
                 yield SpaceStatusEvent.from_row(row)
+
+    @strawberry.subscription(
+        description="Every phase or message change of the CloudSpaces the subscriber may view."
+    )
+    async def cloud_space_phase_changed(
+        self, info: GraphInfo, cloud_space_id: strawberry.ID | None = None
+    ) -> AsyncGenerator[CloudSpaceEvent, None]:
+        async with aclosing(cloudspaces.phase_events(info.context, cloud_space_id)) as events:
+            async for row in events:
+                yield CloudSpaceEvent.from_row(row)
