@@ -52,7 +52,8 @@ What every vCluster does (`host.vcluster(namespace, name)`, a `VClusterApi`):
 
 * accepts its admin client certificate (`.admin`) and the tokens it issued
   through TokenRequest (`POST /api/v1/namespaces/{ns}/serviceaccounts/{sa}/
-  token`, `expirationSeconds` >= 600 else 422) until they expire or their
+  token`, `expirationSeconds` >= 600 else 422; JWT-shaped, `sub`
+  `system:serviceaccount:{ns}:{sa}`) until they expire or their
   ServiceAccount goes; `.expire_tokens()` ends them all; else 401;
 * Deployments (Flux in `flux-system`) get ready after the delay, CRDs are
   Established at once and their kinds served;
@@ -60,9 +61,11 @@ What every vCluster does (`host.vcluster(namespace, name)`, a `VClusterApi`):
   ResourceQuota of the namespace (`requests.cpu`/`cpu`, `requests.memory`/
   `memory`, `limits.*`): over `hard` is 403 Forbidden `pods "x" is forbidden:
   exceeded quota: spacedock-quota, requested: requests.cpu=2, used:
-  requests.cpu=500m, limited: requests.cpu=1`; an admitted pod counts in the
-  quota's `status.used` (and stops counting when deleted). Workloads start no
-  pods: only pods created through the API count.
+  requests.cpu=500m, limited: requests.cpu=1` (only the exceeded keys named;
+  a constrained key the pod states nothing for is `failed quota: …: must
+  specify requests.cpu`); an admitted pod counts in the quota's `status.used`
+  (and stops counting when deleted). Workloads start no pods: only pods
+  created through the API count. The rules live in kube_quota.py.
 
 Switches and counters, on `host.api` and on each vCluster alike (callable from
 any thread; `host.heal()` heals all):
@@ -94,7 +97,12 @@ Use it as a module fixture, pointing the spacedock server at it:
         return {"SPACEDOCK_VCLUSTER_URL_TEMPLATE": host.vcluster_url_template}
 
 and register the host as a GENERIC space with `server=host.url`,
-`ca=host.ca_pem`, `token=host.token`.
+`ca=host.ca_pem`, `token=host.token`. Delays are attributes read when a
+workload is written (`host.api.ready_delay_s`, and each vCluster's), so a bench
+can subtract them. To stop a reconciler mid-PROVISIONING deterministically,
+`host.api.stall(name)` its StatefulSet, wait until `host.api.find(
+"statefulsets", name, namespace, group="apps")` exists, kill it, restart,
+`host.api.unstall(name)`, then assert `host.api.created_twice() == []`.
 """
 
 from __future__ import annotations
