@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
+import aiohttp
 import pytest
 import yaml
 from kubernetes_asyncio.client import (
@@ -231,6 +232,10 @@ async def test_apply_needs_a_field_manager_and_conflicts_without_force(
         assert conflict.status == 409 and 'conflict with "spacedock": .data.k' in message(conflict)
         stored = await core.read_namespaced_config_map("owned", "default")
         assert stored.data == {"k": "spacedock"}
+        elsewhere = await refused(
+            core.patch_namespaced_config_map("owned", "kube-system", body, **APPLY)
+        )
+        assert elsewhere.status == 400 and "does not match the namespace" in message(elsewhere)
 
 
 async def test_discovery_serves_the_dynamic_client_and_learns_crd_kinds(host: HostStandIn) -> None:
@@ -592,6 +597,23 @@ async def test_the_host_takes_a_client_certificate_and_refuses_strangers(host: H
         assert "kube-system" in names
     async with kube(host.url, host.ca_pem, token="wrong") as client:
         assert (await refused(CoreV1Api(client).list_namespace())).status == 401
+
+
+async def test_refuse_closes_the_host_or_the_vclusters_until_listen(host: HostStandIn) -> None:
+    secret = await start_vcluster(host, "cs-refuse", "r")
+    admin = KeyPair(secret["client-certificate"], secret["client-key"])
+    host.refuse(host=False)
+    async with host_client(host) as client:
+        await CoreV1Api(client).list_namespace()
+    async with kube(host.vcluster_url("cs-refuse", "r"), host.vcluster_ca_pem, cert=admin) as c:
+        with pytest.raises(aiohttp.ClientConnectorError):
+            await CoreV1Api(c).list_namespace()
+        host.refuse()
+        async with host_client(host) as client:
+            with pytest.raises(aiohttp.ClientConnectorError):
+                await CoreV1Api(client).list_namespace()
+        host.listen()
+        await CoreV1Api(c).list_namespace()
 
 
 async def test_any_kind_is_stored_under_its_path_and_listed_by_labels(host: HostStandIn) -> None:
