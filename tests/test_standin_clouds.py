@@ -674,3 +674,23 @@ async def test_eks_throttling_switch(aws: EksStandIn, eks_clusters: dict[str, Ku
             await eks_call(session, aws, "eu-west-1", "list_clusters")
     finally:
         aws.heal()
+
+
+async def test_eks_standins_in_one_process_leave_each_other_alone(
+    aws: EksStandIn, eks_clusters: dict[str, KubeStandIn]
+) -> None:
+    """A session-wide stand-in and a module's own may run at once: stopping one
+    removes only what it made and leaves authentication on for the other."""
+    key = aws.user()
+    with EksStandIn() as other:
+        other_key = other.user()
+        other.add_cluster("eu-west-1", "short-lived", aws.url, eks_clusters["prod"].ca_pem)
+        listed = await eks_call(aws_session(other_key), other, "eu-west-1", "list_clusters")
+        assert listed["clusters"] == ["prod", "short-lived"]
+    listed = await eks_call(aws_session(key), aws, "eu-west-1", "list_clusters")
+    assert listed["clusters"] == ["prod"]
+    with pytest.raises(ClientError, match="InvalidClientTokenId"):
+        await eks_call(aws_session(other_key), aws, "eu-west-1", "list_clusters")
+    wrong = AccessKey(key.access_key_id, "wrong", key.user_name, key.account_id)
+    with pytest.raises(ClientError, match="SignatureDoesNotMatch"):
+        await eks_call(aws_session(wrong), aws, "eu-west-1", "list_clusters")
