@@ -442,6 +442,31 @@ async def test_azure_switches_bad_secret_rotation_and_throttling(
 
 
 @pytest.mark.usefixtures("authority")
+async def test_azure_lists_clusters_in_pages_with_next_links(
+    azure: AzureStandIn, arm: aiohttp.ClientSession, kube_cluster: KubeStandIn
+) -> None:
+    principal = azure.service_principal()
+    for name in ("a1", "a2", "a3"):
+        azure.add_cluster(
+            principal.subscription_id, "rg", name, kube_cluster.url, kube_cluster.ca_pem
+        )
+    token = await azure_token(azure, principal, ARM_SCOPE)
+    azure.page_size = 2
+    try:
+        path = f"/subscriptions/{principal.subscription_id}/providers/Microsoft.ContainerService/managedClusters"
+        _, first = await arm_call(arm, "GET", path, token)
+        async with arm.get(
+            first["nextLink"], headers={"Authorization": f"Bearer {token}"}
+        ) as response:
+            second = await response.json()
+    finally:
+        azure.page_size = 100
+    assert [c["name"] for c in first["value"]] == ["a1", "a2"]
+    assert [c["name"] for c in second["value"]] == ["a3"]
+    assert "nextLink" not in second
+
+
+@pytest.mark.usefixtures("authority")
 async def test_azure_tokens_expire_as_announced(
     azure: AzureStandIn, azure_principal: ServicePrincipal, kube_cluster: KubeStandIn
 ) -> None:
