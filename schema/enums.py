@@ -110,3 +110,31 @@ class SpaceOrderField(enum.Enum):
         "LAST_PROBE_AT",
         description="When the latest probe finished; never-probed spaces count as oldest.",
     )
+
+
+@strawberry.enum(description="Where a CloudSpace stands in its lifecycle.")
+class CloudSpacePhase(enum.Enum):
+    PENDING = strawberry.enum_value("PENDING", description="Created; waiting for the reconciler.")
+    PROVISIONING = strawberry.enum_value(
+        "PROVISIONING",
+        description="The host namespace, its quota and the vCluster are being set up.",
+    )
+    INSTALLING_FLUX = strawberry.enum_value(
+        "INSTALLING_FLUX",
+        description="The vCluster is up; its tenant account, quotas and Flux are being installed.",
+    )
+    READY = strawberry.enum_value(
+        "READY", description="Healthy and ready for apps; re-checked every reconcile interval."
+    )
+    FAILED = strawberry.enum_value(
+        "FAILED",
+        description="A step failed (the reason is in message); retried with backoff from that step.",
+    )
+    DELETING = strawberry.enum_value(
+        "DELETING",
+        description="Being removed; message names what blocks the removal while it lingers.",
+    )
+    DELETED = strawberry.enum_value(
+        "DELETED",
+        description="Terminal: the CloudSpace and its vClusters are gone; sent once as the last event.",
+    )

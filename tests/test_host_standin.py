@@ -231,6 +231,10 @@ async def test_apply_needs_a_field_manager_and_conflicts_without_force(
         assert conflict.status == 409 and 'conflict with "spacedock": .data.k' in message(conflict)
         stored = await core.read_namespaced_config_map("owned", "default")
         assert stored.data == {"k": "spacedock"}
+        elsewhere = await refused(
+            core.patch_namespaced_config_map("owned", "kube-system", body, **APPLY)
+        )
+        assert elsewhere.status == 400 and "does not match the namespace" in message(elsewhere)
 
 
 async def test_discovery_serves_the_dynamic_client_and_learns_crd_kinds(host: HostStandIn) -> None:

@@ -1,13 +1,13 @@
 """frontend API: a search index on space names
 
 Revision ID: 0006
-Revises: 0001
+Revises: 0005
 """
 
 from alembic import op
 
 revision = "0006"
-down_revision = "0001"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
