@@ -109,7 +109,7 @@ async def test_credentials_are_never_returned(org: Org) -> None:
 
 
 async def test_aws_optional_credentials_are_accepted(org: Org) -> None:
-    role = clouds.active().aws_role(unique("spacedock"), "123456789012")
+    role = clouds.active().aws_role(unique("spacedock"), clouds.AWS_ACCOUNT)
     credentials = {
         **credentials_for("AWS"),
         "roleArn": role,

@@ -175,7 +175,7 @@ def _cloud_credentials(standins: Clouds) -> dict[str, dict[str, Any]]:
     AWS keys with a role to assume (its external id distinctive), a GCP key file."""
     aws = {
         **standins.aws_user(make.unique("vault")),
-        "roleArn": standins.aws_role(make.unique("vault"), "123456789012"),
+        "roleArn": standins.aws_role(make.unique("vault"), clouds.AWS_ACCOUNT),
         "externalId": f"{MARK}-aws-external-id",
     }
     SECRETS.fragments += [aws["accessKeyId"], aws["secretAccessKey"]]

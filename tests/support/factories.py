@@ -20,7 +20,7 @@ from tests.support import clouds
 from tests.support.graphql import GraphQL
 from tests.support.pki import CertificateAuthority
 
-AZURE_SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
+AZURE_SUBSCRIPTION = clouds.AZURE_SUBSCRIPTION
 GCP_PROJECT = clouds.GCP_PROJECT
 # Loopback is allowed for GENERIC spaces (kind, k3s); nothing listens here unless a test starts it.
 GENERIC_SERVER = "https://127.0.0.1:6443"
@@ -123,8 +123,6 @@ def azure_credentials(subscription_id: str = AZURE_SUBSCRIPTION) -> dict[str, st
 
 def credentials_for(provider: str) -> dict[str, Any]:
     """Credentials the session's cloud stand-ins accept."""
-    if provider == "AZURE":
-        return azure_credentials()
     return clouds.active().credentials(provider)
 
 
@@ -191,7 +189,7 @@ def cloud_config(provider: str, cluster_name: str, region: str = DEFAULT_REGION)
     return {
         "clusterName": cluster_name,
         "region": region,
-        "resourceGroup": "spacedock-rg",
+        "resourceGroup": clouds.AZURE_RESOURCE_GROUP,
         "subscriptionId": AZURE_SUBSCRIPTION,
     }
 
