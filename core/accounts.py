@@ -80,11 +80,8 @@ async def check_new_account(
 
 async def verify(checked: CheckedCredentials) -> None:
     """Asks the cloud whether it accepts the credentials: PROVIDER_ERROR saying what it said."""
-    adapter = adapter_for(checked.provider)
-    if adapter is None:
-        return  # no adapter yet: checked for shape only
     try:
-        await adapter.verify(checked.values)
+        await adapter_for(checked.provider).verify(checked.values)
     except ProviderError as refused:
         raise UserErrors.one(
             ["input", "credentials"],
@@ -229,15 +226,12 @@ async def grant_target(
     )
 
 
-async def require_cluster(target: clouds.CloudTarget, field: list[str]) -> CloudCluster | None:
+async def require_cluster(target: clouds.CloudTarget, field: list[str]) -> CloudCluster:
     """The cluster as the cloud describes it: NOT_FOUND when it has none, PROVIDER_ERROR
     when it cannot be asked."""
     assert target.location is not None
-    adapter = adapter_for(target.provider)
-    if adapter is None:
-        return None  # no adapter yet: the cluster cannot be looked up
     try:
-        found = await adapter.describe(target.credentials, target.location)
+        found = await adapter_for(target.provider).describe(target.credentials, target.location)
     except ProviderError as failed:
         raise UserErrors.one(field, failed.reason, "PROVIDER_ERROR") from failed
     if found is None:
@@ -322,13 +316,8 @@ async def discovery_scope(
 async def discover(scope: DiscoveryScope, region: str | None) -> list[Discovered]:
     """Live discovery: a PROVIDER_ERROR (ApiError) when the cloud cannot be asked."""
     descriptor = clouds.provider(scope.target.provider)
-    adapter = adapter_for(scope.target.provider)
-    if adapter is None:
-        raise ApiError(
-            "PROVIDER_ERROR", f"discovering {descriptor.name} clusters is not available yet"
-        )
     try:
-        found = await adapter.clusters(scope.target.credentials, region)
+        found = await adapter_for(scope.target.provider).clusters(scope.target.credentials, region)
     except ProviderError as failed:
         raise ApiError("PROVIDER_ERROR", failed.reason) from failed
     listed = []

@@ -76,9 +76,7 @@ class CloudAdapter(Protocol):
         """A short-lived credential for the cluster's API server."""
 
 
-def adapter_for(provider: str) -> CloudAdapter | None:
-    """The provider's adapter; None while a provider has none yet (its accounts are checked
-    for shape only, and its clusters cannot be reached)."""
+def adapter_for(provider: str) -> CloudAdapter:
     # Imported here: each adapter imports its SDK, and GENERIC-only servers need none of them.
     if provider == "AWS":
         from providers.aws import AwsAdapter
@@ -88,7 +86,11 @@ def adapter_for(provider: str) -> CloudAdapter | None:
         from providers.gcp import GcpAdapter
 
         return GcpAdapter()
-    return None
+    if provider == "AZURE":
+        from providers.azure import AzureAdapter
+
+        return AzureAdapter()
+    raise PermanentError(f"{provider} has no cloud adapter")
 
 
 def secret_values(credentials: Mapping[str, Any]) -> list[str]:

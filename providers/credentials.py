@@ -61,13 +61,7 @@ async def mint(target: ClusterTarget) -> ClusterCredentials:
         name=target.config["clusterName"],
         resource_group=target.config.get("resourceGroup"),
     )
-    adapter = adapter_for(target.provider)
-    if adapter is None:
-        raise PermanentError(
-            f"minting {target.provider} cluster credentials is not available in this version; "
-            "register the cluster as GENERIC with a server URL, CA and token meanwhile"
-        )
-    return await adapter.mint(target.account_credentials, location)
+    return await adapter_for(target.provider).mint(target.account_credentials, location)
 
 
 class CredentialCache:

@@ -22,7 +22,8 @@ from tests.support.clouds import Clouds, eks_token_url
 from tests.support.graphql import GraphQL
 
 WAIT_S = 20.0
-REGIONS = {"AWS": "us-east-1", "GCP": "europe-west1"}
+REGIONS = {"AWS": "us-east-1", "GCP": "europe-west1", "AZURE": "westeurope"}
+PROVIDERS = list(REGIONS)
 CLUSTERS = """
 query($id: ID!, $region: String) {
   cloudAccount(id: $id) {
@@ -98,7 +99,7 @@ async def register(org: Org, provider: str, account_id: str, cluster: str) -> di
     return space
 
 
-@pytest.mark.parametrize("provider", ["AWS", "GCP"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 async def test_account_to_active_space_and_back_through_revoke(
     org: Org, clouds: Clouds, provider: str
 ) -> None:
@@ -109,12 +110,16 @@ async def test_account_to_active_space_and_back_through_revoke(
 
     listed = await discovered(org.viewer, account["id"], region)
     assert listed[cluster]["region"] == region
-    assert listed[cluster]["endpoint"] == clouds.kube.url
+    # EKS and GKE report the API server; AKS its FQDN (the stand-in's is 127.0.0.1).
+    expected = "https://127.0.0.1" if provider == "AZURE" else clouds.kube.url
+    assert listed[cluster]["endpoint"] == expected
     assert listed[cluster]["version"]
     assert listed[cluster]["accessGranted"] is False
     assert listed[cluster]["space"] is None
 
     access = {"cloudAccountId": account["id"], "region": region, "clusterName": cluster}
+    if provider == "AZURE":
+        access["resourceGroup"] = make.cloud_config(provider, cluster)["resourceGroup"]
     make.succeeded(await org.admin.mutate(make.GRANT_CLUSTER_ACCESS, {"input": access}))
     assert (await discovered(org.viewer, account["id"], region))[cluster]["accessGranted"]
 
@@ -161,24 +166,29 @@ async def test_account_to_active_space_and_back_through_revoke(
     assert clouds.tokens_seen[tokens_before:], "probes mint again after the grant"
 
 
-@pytest.mark.parametrize("provider", ["AWS", "GCP"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 async def test_grant_and_registration_need_a_cluster_that_exists(
     org: Org, clouds: Clouds, provider: str
 ) -> None:
     region = REGIONS[provider]
     account = await make.create_cloud_account(org.admin, provider)
     missing = {"cloudAccountId": account["id"], "region": region, "clusterName": "not-there"}
+    if provider == "AZURE":
+        missing["resourceGroup"] = make.cloud_config(provider, "not-there")["resourceGroup"]
     payload = await org.admin.mutate(make.GRANT_CLUSTER_ACCESS, {"input": missing})
     assert make.error_fields(payload) == {(("input", "clusterName"), "NOT_FOUND")}
     assert "not-there" in payload["userErrors"][0]["message"]
 
     cluster = make.unique("cluster")
     clouds.add_cluster(provider, cluster, region)
-    await make.grant_cluster_access(org.admin, account["id"], cluster, region)
-    if provider == "AWS":
-        clouds.remove_eks_cluster(cluster, region)
-    else:
-        clouds.gcp.remove_cluster(make.GCP_PROJECT, region, cluster)
+    await make.grant_cluster_access(
+        org.admin,
+        account["id"],
+        cluster,
+        region,
+        make.cloud_config(provider, cluster).get("resourceGroup"),
+    )
+    clouds.remove_cluster(provider, cluster, region)
     payload = await org.editor.mutate(
         make.REGISTER_SPACE,
         {
@@ -193,7 +203,7 @@ async def test_grant_and_registration_need_a_cluster_that_exists(
     assert make.error_fields(payload) == {(("input", "config", "clusterName"), "NOT_FOUND")}
 
 
-@pytest.mark.parametrize("provider", ["AWS", "GCP"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 async def test_registration_needs_the_grant(org: Org, clouds: Clouds, provider: str) -> None:
     region = REGIONS[provider]
     account = await make.create_cloud_account(org.admin, provider)
@@ -215,7 +225,7 @@ async def test_registration_needs_the_grant(org: Org, clouds: Clouds, provider: 
     }
 
 
-@pytest.mark.parametrize("provider", ["AWS", "GCP"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 async def test_rotation_swaps_credentials_and_probes_mint_with_the_new_ones(
     org: Org, clouds: Clouds, provider: str
 ) -> None:
@@ -225,7 +235,13 @@ async def test_rotation_swaps_credentials_and_probes_mint_with_the_new_ones(
     account = await make.create_cloud_account(org.admin, provider, credentials=old)
     cluster = make.unique("cluster")
     clouds.add_cluster(provider, cluster, region)
-    await make.grant_cluster_access(org.admin, account["id"], cluster, region)
+    await make.grant_cluster_access(
+        org.admin,
+        account["id"],
+        cluster,
+        region,
+        make.cloud_config(provider, cluster).get("resourceGroup"),
+    )
     space = await register(org, provider, account["id"], cluster)
     await until(org.viewer, space["id"], active, "ACTIVE")
 
@@ -237,12 +253,16 @@ async def test_rotation_swaps_credentials_and_probes_mint_with_the_new_ones(
         secret = "not-the-secret-" + fresh["secretAccessKey"][:8]
         bad = {**fresh, "secretAccessKey": secret}
         marker = fresh["accessKeyId"]
-    else:
+    elif provider == "GCP":
         fresh = {"serviceAccountJson": clouds.gcp.service_account(make.GCP_PROJECT)}
         revoked_key = clouds.gcp.service_account(make.GCP_PROJECT)
         clouds.gcp.revoke_key(revoked_key)
         bad = {"serviceAccountJson": revoked_key}
         secret = revoked_key["private_key_id"]
+    if provider == "AZURE":
+        fresh = clouds.credentials("AZURE")
+        secret = "wrong-" + fresh["clientSecret"]
+        bad = {**fresh, "clientSecret": secret}
 
     refused = await org.admin.mutate(
         make.ROTATE_CLOUD_ACCOUNT_CREDENTIALS, {"input": {"id": account["id"], "credentials": bad}}

@@ -75,8 +75,6 @@ def server_env() -> dict[str, str]:
     return {
         "SPACEDOCK_PROBE_INTERVAL_S": "0.3",
         "SPACEDOCK_PROBE_TIMEOUT_S": "1",
-        "AZURE_AUTHORITY_HOST": f"https://{NOWHERE}",
-        "SPACEDOCK_AZURE_RESOURCE_MANAGER_ENDPOINT": f"https://{NOWHERE}",
     }
 
 
@@ -182,11 +180,9 @@ def _cloud_credentials(standins: Clouds) -> dict[str, dict[str, Any]]:
     key_file = standins.gcp.service_account(make.GCP_PROJECT)
     SECRETS.fragments.append(key_file["private_key_id"])
     SECRETS.pem(key_file["private_key"])
-    return {
-        "AWS": aws,
-        "GCP": {"serviceAccountJson": key_file},
-        "AZURE": AZURE,
-    }
+    azure = standins.credentials("AZURE")
+    SECRETS.fragments.append(azure["clientSecret"])
+    return {"AWS": aws, "GCP": {"serviceAccountJson": key_file}, "AZURE": azure}
 
 
 @pytest.fixture
@@ -226,13 +222,13 @@ async def scene(server: Server, cluster: KubeStandIn, clouds: Clouds) -> Scene:
         make.CREATE_ENVIRONMENT,
         {"input": {"name": make.unique("env"), "spaceId": token_space, "namespace": "apps"}},
     )
-    await _wait_for_probes(recorder, [token_space, certificate_space, *cloud_spaces[:2]])
-    # The short-lived tokens minted for the AWS and GCP spaces are secrets too.
+    await _wait_for_probes(recorder, [token_space, certificate_space, *cloud_spaces])
+    # The short-lived tokens minted for the cloud spaces are secrets too.
     assert clouds.tokens_seen
     SECRETS.fragments += clouds.tokens_seen
 
     # Every other kind of mutation payload, once each.
-    spare = await _account(recorder, "AZURE", {**AZURE, "clientSecret": f"{MARK}-spare"})
+    spare = await _account(recorder, "GCP", clouds.credentials("GCP"))
     await recorder.payload("delete account", make.DELETE_CLOUD_ACCOUNT, {"input": {"id": spare}})
     held = {"input": {"id": token_space, "status": "INACTIVE"}}
     await recorder.payload("hold", make.SET_SPACE_STATUS, held)
