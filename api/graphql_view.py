@@ -56,7 +56,7 @@ class GraphQLView(GraphQL[Context, None]):
         if scope["type"] == "http":
             request = Request(scope)
             if not self.should_render_graphql_ide(self.request_adapter_class(request)):
-                async with self.services.unit() as unit:
+                async with self.services.unit(read_only=True) as unit:
                     viewer = await authenticate(unit, request.headers.get("authorization"))
                 if viewer is None:
                     message = (
@@ -79,7 +79,7 @@ class GraphQLView(GraphQL[Context, None]):
         )
 
     async def on_ws_connect(self, context: Context) -> None:
-        async with self.services.unit() as unit:
+        async with self.services.unit(read_only=True) as unit:
             viewer = await authenticate(unit, authorization_of(context.connection_params))
         if viewer is None:
             raise ConnectionRejectionError()

@@ -52,8 +52,10 @@ class Services:
     probe_wanted: asyncio.Event = field(default_factory=asyncio.Event)
 
     @asynccontextmanager
-    async def unit(self) -> AsyncIterator[Unit]:
-        async with self.database.transaction() as session:
+    async def unit(self, read_only: bool = False) -> AsyncIterator[Unit]:
+        """`read_only`: the unit never writes, so on SQLite it need not wait for the
+        write lock (see db.engine)."""
+        async with self.database.transaction(read_only) as session:
             unit = Unit(session)
             yield unit
         for channel, payload in unit.outbox:
@@ -63,6 +65,6 @@ class Services:
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
-        """A short read-only transaction (it never waits for SQLite's write lock)."""
-        async with self.database.transaction(writes=False) as session:
+        """A short read-only transaction."""
+        async with self.database.transaction(read_only=True) as session:
             yield session
