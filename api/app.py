@@ -16,7 +16,8 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from api import graphiql
-from api.graphql_view import GraphQLView
+from api.graphql_view import GraphQLView, TransportLimits
+from api.kubeconfig_route import kubeconfig_endpoint
 from api.settings import Settings
 from core.events import EventBus, InProcessBus, PostgresBus
 from core.health import HealthRule
@@ -44,6 +45,7 @@ def build_services(settings: Settings) -> Services:
         secrets=settings.secret_box(),
         health=HealthRule(settings.probe_interval_s),
         deny_networks=settings.cluster_deny_cidrs,
+        cloudspaces=settings.cloudspaces,
     )
 
 
@@ -83,7 +85,14 @@ class ProcessMetrics:
 
 def create_app(settings: Settings) -> Starlette:
     services = build_services(settings)
-    view = GraphQLView(services)
+    view = GraphQLView(
+        services,
+        TransportLimits(
+            max_body_bytes=settings.max_body_bytes,
+            read_timeout_s=settings.request_read_timeout_s,
+            max_subscriptions_per_token=settings.max_subscriptions_per_token,
+        ),
+    )
     probes = build_probe_loop(settings, services)
     # Every background loop's stats join here; /metrics renders whatever is listed.
     metric_sources: list[MetricSource] = [ProcessMetrics(services), probes.stats]
@@ -126,6 +135,11 @@ def create_app(settings: Settings) -> Starlette:
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/metrics", metrics),
+        Route(
+            "/api/v1/cloudspaces/{id}/vclusters/{name}/kubeconfig",
+            kubeconfig_endpoint(services),
+            methods=["GET"],
+        ),
     ]
     if graphiql.ASSETS.is_dir():
         routes.append(Mount("/graphiql", StaticFiles(directory=graphiql.ASSETS), name="graphiql"))
