@@ -730,3 +730,40 @@ def test_limit_range_defaults_and_quota_words_follow_the_api_server() -> None:
         "hard": {"requests.cpu": "1", "pods": "1"},
         "used": {"requests.cpu": "400m", "pods": "1"},
     }
+
+
+async def test_flux_deployments_in_a_vcluster_become_available_after_the_delay(
+    host: HostStandIn,
+) -> None:
+    secret = await start_vcluster(host, "cs-flux", "f")
+    admin = KeyPair(secret["client-certificate"], secret["client-key"])
+    vcluster = host.vcluster("cs-flux", "f")
+    vcluster.stall("kustomize-controller")
+    async with kube(host.vcluster_url("cs-flux", "f"), host.vcluster_ca_pem, cert=admin) as client:
+        core, apps = apis(client)
+        await core.patch_namespace("flux-system", namespace("flux-system"), **APPLY)
+        for name in ("source-controller", "kustomize-controller"):
+            deployment = {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": name, "namespace": "flux-system"},
+                "spec": {
+                    "selector": {"matchLabels": {"app": name}},
+                    "template": {
+                        "metadata": {"labels": {"app": name}},
+                        "spec": {"containers": [{"name": "manager", "image": f"fluxcd/{name}"}]},
+                    },
+                },
+            }
+            await apps.patch_namespaced_deployment(name, "flux-system", deployment, **APPLY)
+
+        async def available(name: str) -> int:
+            found = await apps.read_namespaced_deployment(name, "flux-system")
+            return int(found.status.available_replicas or 0)
+
+        assert await eventually(lambda: available("source-controller")) == 1
+        assert await available("kustomize-controller") == 0
+        vcluster.unstall("kustomize-controller")
+        assert await eventually(lambda: available("kustomize-controller")) == 1
+    # The host saw none of it.
+    assert host.api.count(resource="deployments.apps", namespace="flux-system") == 0
