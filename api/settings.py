@@ -55,6 +55,8 @@ class Settings:
     cluster_deny_cidrs: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = field(
         default=()
     )
+    # issue 7 (hostile clusters): how much of one cluster answer is read.
+    cluster_max_body_bytes: int = 4 * 2**20
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -68,6 +70,7 @@ class Settings:
             probe_failure_threshold=int(_number("SPACEDOCK_PROBE_FAILURE_THRESHOLD", 3)),
             probe_concurrency=int(_number("SPACEDOCK_PROBE_CONCURRENCY", 256)),
             cluster_deny_cidrs=_networks("SPACEDOCK_CLUSTER_DENY_CIDRS"),
+            cluster_max_body_bytes=int(_number("SPACEDOCK_CLUSTER_MAX_BODY_BYTES", 4 * 2**20)),
         )
 
     def secret_box(self) -> SecretBox:
