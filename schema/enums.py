@@ -1,4 +1,4 @@
-"""Enums of the public contract."""
+"""Enums of the public contract, each value described for the frontends that switch on it."""
 
 from __future__ import annotations
 
@@ -6,16 +6,14 @@ import enum
 
 import strawberry
 
-from core.rbac import Role
 
-strawberry.enum(Role)
-
-
-@strawberry.enum
+@strawberry.enum(description="What kind of cluster a space or cloud account is.")
 class Provider(enum.Enum):
-    AWS = "AWS"
-    GCP = "GCP"
-    AZURE = "AZURE"
+    AWS = strawberry.enum_value("AWS", description="Amazon EKS, reached through a cloud account.")
+    GCP = strawberry.enum_value("GCP", description="Google GKE, reached through a cloud account.")
+    AZURE = strawberry.enum_value(
+        "AZURE", description="Azure AKS, reached through a cloud account."
+    )
     GENERIC = strawberry.enum_value(
         "GENERIC",
         description=(
@@ -25,13 +23,71 @@ class Provider(enum.Enum):
     )
 
 
-@strawberry.enum
+@strawberry.enum(description="What runs in a space.")
 class SpaceType(enum.Enum):
-    KUBERNETES = "KUBERNETES"
+    KUBERNETES = strawberry.enum_value("KUBERNETES", description="A Kubernetes cluster.")
 
 
-@strawberry.enum
+@strawberry.enum(
+    description=(
+        "A space's health as the reachability probe, an operator hold and staleness give it."
+    )
+)
 class SpaceStatus(enum.Enum):
-    ACTIVE = "ACTIVE"
-    INACTIVE = "INACTIVE"
-    UNKNOWN = "UNKNOWN"
+    ACTIVE = strawberry.enum_value(
+        "ACTIVE", description="The latest probe reached the cluster's API server."
+    )
+    INACTIVE = strawberry.enum_value(
+        "INACTIVE",
+        description=(
+            "Failing probes reached the failure threshold, an operator hold is in force, "
+            "or the space is deregistered."
+        ),
+    )
+    UNKNOWN = strawberry.enum_value(
+        "UNKNOWN",
+        description=(
+            "Not yet known: a new space below the failure threshold, or no probe result "
+            "for 3 probe intervals."
+        ),
+    )
+
+
+@strawberry.enum(name="Role", description="A caller's role in its org; it grants policies.")
+class Role(enum.Enum):
+    ADMIN = strawberry.enum_value(
+        "ADMIN", description="Every policy, including deletions and cloud accounts."
+    )
+    EDITOR = strawberry.enum_value(
+        "EDITOR", description="Reads, and creates or changes spaces, namespaces and environments."
+    )
+    VIEWER = strawberry.enum_value("VIEWER", description="Reads only.")
+
+
+@strawberry.enum(description="What kind of expected failure a userErrors entry reports.")
+class UserErrorCode(enum.Enum):
+    INVALID = strawberry.enum_value(
+        "INVALID", description="The input at `field` is malformed or not allowed."
+    )
+    NOT_FOUND = strawberry.enum_value(
+        "NOT_FOUND",
+        description="No such object in the caller's org (another org's objects read the same).",
+    )
+    CONFLICT = strawberry.enum_value(
+        "CONFLICT",
+        description="Clashes with an existing object (a taken name, a cluster registered twice).",
+    )
+    FORBIDDEN = strawberry.enum_value(
+        "FORBIDDEN", description="The caller's role lacks the policy this call needs."
+    )
+    PRECONDITION_FAILED = strawberry.enum_value(
+        "PRECONDITION_FAILED",
+        description="The object is not in a state that allows this call (e.g. deregistered).",
+    )
+    QUOTA_EXCEEDED = strawberry.enum_value(
+        "QUOTA_EXCEEDED", description="The request is beyond a quota or the host's capacity."
+    )
+    PROVIDER_ERROR = strawberry.enum_value(
+        "PROVIDER_ERROR",
+        description="The cloud or cluster could not be reached or refused; the message says why.",
+    )

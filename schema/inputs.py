@@ -8,21 +8,27 @@ from strawberry.scalars import JSON
 from schema.enums import Provider, SpaceStatus, SpaceType
 
 
-@strawberry.input
+@strawberry.input(description="Which spaces a list or count covers; every field given must hold.")
 class SpaceFilter:
-    status: list[SpaceStatus] | None = None
-    provider: Provider | None = None
+    status: list[SpaceStatus] | None = strawberry.field(
+        default=None, description="Only spaces whose status (as shown) is one of these."
+    )
+    provider: Provider | None = strawberry.field(
+        default=None, description="Only spaces of this provider."
+    )
     scalable: bool | None = strawberry.field(
         default=None,
         description="true: only real, ACTIVE spaces (the autoscaler, event-readiness and environment pickers).",
     )
-    include_deregistered: bool | None = None
+    include_deregistered: bool | None = strawberry.field(
+        default=None, description="true: deregistered spaces too (default false)."
+    )
 
 
-@strawberry.input
+@strawberry.input(description="A new cloud account.")
 class CreateCloudAccountInput:
-    name: str
-    provider: Provider
+    name: str = strawberry.field(description="Unique in the org; 1 to 63 characters.")
+    provider: Provider = strawberry.field(description="AWS, GCP or AZURE.")
     credentials: JSON = strawberry.field(
         description=(
             "Provider credentials: AWS {accessKeyId, secretAccessKey, sessionToken?, roleArn?, "
@@ -32,9 +38,9 @@ class CreateCloudAccountInput:
     )
 
 
-@strawberry.input
+@strawberry.input(description="The cloud account to delete.")
 class DeleteCloudAccountInput:
-    id: strawberry.ID
+    id: strawberry.ID = strawberry.field(description="The account's id.")
 
 
 @strawberry.input(
@@ -45,19 +51,27 @@ class DeleteCloudAccountInput:
     )
 )
 class ClusterAccessInput:
-    cloud_account_id: strawberry.ID
-    region: str
-    cluster_name: str
+    cloud_account_id: strawberry.ID = strawberry.field(description="The account that gets access.")
+    region: str = strawberry.field(description="AWS region, or GCP and AZURE location.")
+    cluster_name: str = strawberry.field(description="The cluster's name at the provider.")
     resource_group: str | None = strawberry.field(default=None, description="Required for AZURE.")
 
 
-@strawberry.input
+@strawberry.input(
+    description="A cluster's provider identity, and for GENERIC spaces how to reach it."
+)
 class SpaceConfigInput:
-    cluster_name: str
-    region: str | None = None
-    project_id: str | None = None
-    resource_group: str | None = None
-    subscription_id: str | None = None
+    cluster_name: str = strawberry.field(description="The cluster's name at the provider.")
+    region: str | None = strawberry.field(
+        default=None, description="Required for AWS and GCP (location); optional for AZURE."
+    )
+    project_id: str | None = strawberry.field(
+        default=None, description="GCP only, required: the account's own project."
+    )
+    resource_group: str | None = strawberry.field(default=None, description="AZURE only, required.")
+    subscription_id: str | None = strawberry.field(
+        default=None, description="AZURE only, required: the account's own subscription."
+    )
     server: str | None = strawberry.field(default=None, description="GENERIC only.")
     ca_cert: str | None = strawberry.field(
         default=None, description="GENERIC only: PEM CA bundle of the API server. Never returned."
@@ -94,46 +108,51 @@ class SpaceConfigInput:
         }
 
 
-@strawberry.input
+@strawberry.input(description="A cluster to register as a space.")
 class RegisterSpaceInput:
-    name: str
-    provider: Provider
-    config: SpaceConfigInput
+    name: str = strawberry.field(description="Unique among the org's registered spaces.")
+    provider: Provider = strawberry.field(description="Where the cluster runs.")
+    config: SpaceConfigInput = strawberry.field(
+        description="The cluster's identity; immutable once registered."
+    )
     space_type: SpaceType | None = strawberry.field(
         default=None, description="Defaults to KUBERNETES."
     )
     cloud_account_id: strawberry.ID | None = strawberry.field(
         default=None, description="Required unless provider is GENERIC."
     )
-    synthetic: bool | None = None
+    synthetic: bool | None = strawberry.field(
+        default=None,
+        description="true: a placeholder, not a real cluster; pickers exclude it (default false).",
+    )
 
 
-@strawberry.input
+@strawberry.input(description="Put an operator hold on a space, or lift it.")
 class SetSpaceStatusInput:
-    id: strawberry.ID
+    id: strawberry.ID = strawberry.field(description="The space's id.")
     status: SpaceStatus = strawberry.field(description="ACTIVE or INACTIVE.")
 
 
-@strawberry.input
+@strawberry.input(description="The space to deregister.")
 class DeregisterSpaceInput:
-    id: strawberry.ID
+    id: strawberry.ID = strawberry.field(description="The space's id.")
 
 
-@strawberry.input
+@strawberry.input(description="A namespace to create on a space's cluster.")
 class CreateNamespaceInput:
-    space_id: strawberry.ID
-    name: str
+    space_id: strawberry.ID = strawberry.field(description="The space whose cluster gets it.")
+    name: str = strawberry.field(description="A DNS-1123 label: 1 to 63 of a-z, 0-9 and -.")
 
 
-@strawberry.input
+@strawberry.input(description="A new environment on a space and namespace.")
 class CreateEnvironmentInput:
-    name: str
-    space_id: strawberry.ID
-    namespace: str
+    name: str = strawberry.field(description="Unique in the org.")
+    space_id: strawberry.ID = strawberry.field(description="A registered space.")
+    namespace: str = strawberry.field(description="The namespace on the space's cluster.")
 
 
-@strawberry.input
+@strawberry.input(description="Point an environment at another space and namespace.")
 class BindEnvironmentInput:
-    id: strawberry.ID
-    space_id: strawberry.ID
-    namespace: str
+    id: strawberry.ID = strawberry.field(description="The environment's id.")
+    space_id: strawberry.ID = strawberry.field(description="A registered space.")
+    namespace: str = strawberry.field(description="The namespace on the space's cluster.")

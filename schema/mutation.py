@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import strawberry
 
 from core.accounts import ClusterRef
@@ -36,44 +38,59 @@ def _cluster_ref(input: ClusterAccessInput) -> ClusterRef:
     )
 
 
-@strawberry.type
+INPUT = strawberry.argument(description="The call's input; userErrors paths start at it.")
+
+
+@strawberry.type(description="Changes. Each takes one input and answers a payload with userErrors.")
 class Mutation:
-    @strawberry.mutation
+    @strawberry.mutation(
+        description="Stores a cloud account's credentials (encrypted; never returned). Needs cloudaccount:create."
+    )
     async def create_cloud_account(
-        self, info: GraphInfo, input: CreateCloudAccountInput
+        self, info: GraphInfo, input: Annotated[CreateCloudAccountInput, INPUT]
     ) -> CloudAccountPayload:
         outcome = await mutations.create_cloud_account(
-            info.context, input.name, input.provider.value, input.credentials
+            info.context, input.name, input.provider.name, input.credentials
         )
         return payload(CloudAccountPayload, "cloud_account", outcome, CloudAccount.from_row)
 
-    @strawberry.mutation
+    @strawberry.mutation(
+        description="Deletes a cloud account; PRECONDITION_FAILED while registered spaces use it. Needs cloudaccount:delete."
+    )
     async def delete_cloud_account(
-        self, info: GraphInfo, input: DeleteCloudAccountInput
+        self, info: GraphInfo, input: Annotated[DeleteCloudAccountInput, INPUT]
     ) -> DeletePayload:
         outcome = await mutations.delete_cloud_account(info.context, input.id)
         return payload(DeletePayload, "deleted_id", outcome, strawberry.ID)
 
-    @strawberry.mutation
+    @strawberry.mutation(
+        description="Lets a cloud account mint credentials for one cluster; granting twice is idempotent. Needs cloudaccount:update."
+    )
     async def grant_cluster_access(
-        self, info: GraphInfo, input: ClusterAccessInput
+        self, info: GraphInfo, input: Annotated[ClusterAccessInput, INPUT]
     ) -> ClusterAccessPayload:
         outcome = await mutations.grant_cluster_access(info.context, _cluster_ref(input))
         return payload(ClusterAccessPayload, "cluster_access", outcome, ClusterAccess.from_row)
 
-    @strawberry.mutation
+    @strawberry.mutation(
+        description="Takes a cloud account's access to one cluster away; its spaces' probes then fail with \"cluster access revoked\". Needs cloudaccount:update."
+    )
     async def revoke_cluster_access(
-        self, info: GraphInfo, input: ClusterAccessInput
+        self, info: GraphInfo, input: Annotated[ClusterAccessInput, INPUT]
     ) -> ClusterAccessPayload:
         outcome = await mutations.revoke_cluster_access(info.context, _cluster_ref(input))
         return payload(ClusterAccessPayload, "cluster_access", outcome, ClusterAccess.from_row)
 
-    @strawberry.mutation
-    async def register_space(self, info: GraphInfo, input: RegisterSpaceInput) -> SpacePayload:
+    @strawberry.mutation(
+        description="Registers a cluster as a space; its first probe runs within seconds. Needs space:create."
+    )
+    async def register_space(
+        self, info: GraphInfo, input: Annotated[RegisterSpaceInput, INPUT]
+    ) -> SpacePayload:
         request = RegisterSpaceRequest(
             name=input.name,
-            provider=input.provider.value,
-            space_type=input.space_type.value if input.space_type else "KUBERNETES",
+            provider=input.provider.name,
+            space_type=input.space_type.name if input.space_type else "KUBERNETES",
             cloud_account_id=input.cloud_account_id,
             config=input.config.given(),
             synthetic=bool(input.synthetic),
@@ -81,35 +98,49 @@ class Mutation:
         outcome = await mutations.register_space(info.context, request)
         return payload(SpacePayload, "space", outcome, Space.from_row)
 
-    @strawberry.mutation
-    async def set_space_status(self, info: GraphInfo, input: SetSpaceStatusInput) -> SpacePayload:
-        outcome = await mutations.set_space_status(info.context, input.id, input.status.value)
+    @strawberry.mutation(
+        description="INACTIVE puts an operator hold on the space; ACTIVE lifts it and probes at once. Needs space:update."
+    )
+    async def set_space_status(
+        self, info: GraphInfo, input: Annotated[SetSpaceStatusInput, INPUT]
+    ) -> SpacePayload:
+        outcome = await mutations.set_space_status(info.context, input.id, input.status.name)
         return payload(SpacePayload, "space", outcome, Space.from_row)
 
-    @strawberry.mutation
-    async def deregister_space(self, info: GraphInfo, input: DeregisterSpaceInput) -> SpacePayload:
+    @strawberry.mutation(
+        description="Deregisters a space (soft delete): probing stops, its grant is removed, its environments are gated. Needs space:delete."
+    )
+    async def deregister_space(
+        self, info: GraphInfo, input: Annotated[DeregisterSpaceInput, INPUT]
+    ) -> SpacePayload:
         outcome = await mutations.deregister_space(info.context, input.id)
         return payload(SpacePayload, "space", outcome, Space.from_row)
 
-    @strawberry.mutation
+    @strawberry.mutation(
+        description="Creates a namespace on the space's cluster, labelled as managed by spacedock. Needs namespace:create."
+    )
     async def create_namespace(
-        self, info: GraphInfo, input: CreateNamespaceInput
+        self, info: GraphInfo, input: Annotated[CreateNamespaceInput, INPUT]
     ) -> NamespacePayload:
         outcome = await namespaces.create(info.context, input.space_id, input.name)
         return payload(NamespacePayload, "namespace", outcome, Namespace.from_domain)
 
-    @strawberry.mutation
+    @strawberry.mutation(
+        description="Creates an environment on a space and namespace. Needs environment:create."
+    )
     async def create_environment(
-        self, info: GraphInfo, input: CreateEnvironmentInput
+        self, info: GraphInfo, input: Annotated[CreateEnvironmentInput, INPUT]
     ) -> EnvironmentPayload:
         outcome = await mutations.create_environment(
             info.context, input.name, input.space_id, input.namespace
         )
         return payload(EnvironmentPayload, "environment", outcome, Environment.from_row)
 
-    @strawberry.mutation
+    @strawberry.mutation(
+        description="Points an environment at another space and namespace. Needs environment:update."
+    )
     async def bind_environment(
-        self, info: GraphInfo, input: BindEnvironmentInput
+        self, info: GraphInfo, input: Annotated[BindEnvironmentInput, INPUT]
     ) -> EnvironmentPayload:
         outcome = await mutations.bind_environment(
             info.context, input.id, input.space_id, input.namespace

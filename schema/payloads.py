@@ -8,64 +8,91 @@ from typing import Any, TypeVar
 import strawberry
 
 from core import errors
+from schema.enums import UserErrorCode
 from schema.types import CloudAccount, ClusterAccess, Environment, Namespace, Space
 
 
-@strawberry.type
+@strawberry.type(
+    description="An expected failure of a mutation; a payload with userErrors changed nothing."
+)
 class UserError:
     field: list[str] | None = strawberry.field(
-        description='Path to the input field at fault, e.g. ["input", "config", "resourceGroup"].'
+        description='Path to the input field at fault, e.g. ["input", "config", "resourceGroup"]; '
+        "null when no single field is at fault."
     )
-    message: str
-    code: str = strawberry.field(
-        description=(
-            "One of INVALID, NOT_FOUND, CONFLICT, FORBIDDEN, PRECONDITION_FAILED, "
-            "QUOTA_EXCEEDED, PROVIDER_ERROR."
-        )
-    )
+    message: str = strawberry.field(description="What is wrong and what to do, for people.")
+    code: UserErrorCode = strawberry.field(description="What kind of failure, for programs.")
 
 
 def user_errors(found: list[errors.UserError]) -> list[UserError]:
     return [
-        UserError(field=None if e.field is None else list(e.field), message=e.message, code=e.code)
+        UserError(
+            field=None if e.field is None else list(e.field),
+            message=e.message,
+            code=UserErrorCode(e.code),
+        )
         for e in found
     ]
 
 
-@strawberry.type
+@strawberry.type(description="The result of a mutation: the object, or userErrors.")
 class CloudAccountPayload:
-    cloud_account: CloudAccount | None
-    user_errors: list[UserError]
+    cloud_account: CloudAccount | None = strawberry.field(
+        description="The account created or changed; null with userErrors."
+    )
+    user_errors: list[UserError] = strawberry.field(
+        description="Every problem with the call; empty when it succeeded."
+    )
 
 
-@strawberry.type
+@strawberry.type(description="The result of a mutation: the object, or userErrors.")
 class DeletePayload:
-    deleted_id: strawberry.ID | None
-    user_errors: list[UserError]
+    deleted_id: strawberry.ID | None = strawberry.field(
+        description="The id of what was deleted; null with userErrors."
+    )
+    user_errors: list[UserError] = strawberry.field(
+        description="Every problem with the call; empty when it succeeded."
+    )
 
 
-@strawberry.type
+@strawberry.type(description="The result of a mutation: the object, or userErrors.")
 class ClusterAccessPayload:
-    cluster_access: ClusterAccess | None
-    user_errors: list[UserError]
+    cluster_access: ClusterAccess | None = strawberry.field(
+        description="The access granted or revoked; null with userErrors."
+    )
+    user_errors: list[UserError] = strawberry.field(
+        description="Every problem with the call; empty when it succeeded."
+    )
 
 
-@strawberry.type
+@strawberry.type(description="The result of a mutation: the object, or userErrors.")
 class SpacePayload:
-    space: Space | None
-    user_errors: list[UserError]
+    space: Space | None = strawberry.field(
+        description="The space as the call left it; null with userErrors."
+    )
+    user_errors: list[UserError] = strawberry.field(
+        description="Every problem with the call; empty when it succeeded."
+    )
 
 
-@strawberry.type
+@strawberry.type(description="The result of a mutation: the object, or userErrors.")
 class NamespacePayload:
-    namespace: Namespace | None
-    user_errors: list[UserError]
+    namespace: Namespace | None = strawberry.field(
+        description="The namespace created; null with userErrors."
+    )
+    user_errors: list[UserError] = strawberry.field(
+        description="Every problem with the call; empty when it succeeded."
+    )
 
 
-@strawberry.type
+@strawberry.type(description="The result of a mutation: the object, or userErrors.")
 class EnvironmentPayload:
-    environment: Environment | None
-    user_errors: list[UserError]
+    environment: Environment | None = strawberry.field(
+        description="The environment created or bound; null with userErrors."
+    )
+    user_errors: list[UserError] = strawberry.field(
+        description="Every problem with the call; empty when it succeeded."
+    )
 
 
 P = TypeVar("P")

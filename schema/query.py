@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import strawberry
 
 from resolvers import reads
+from schema.arguments import After, First, ObjectId
+from schema.enums import Role
 from schema.inputs import SpaceFilter
 from schema.types import CloudAccount, Connection, Environment, GraphInfo, Node, Org, Space, Viewer
 
@@ -16,63 +20,74 @@ NODE_TYPES: dict[str, type] = {
 }
 
 
-@strawberry.type
+@strawberry.type(
+    description="Reads. Every list is a connection; every object is the caller's org's."
+)
 class Query:
-    @strawberry.field
-    async def node(self, info: GraphInfo, id: strawberry.ID) -> Node | None:
+    @strawberry.field(
+        description="Any object by id; null when it is unknown or belongs to another org."
+    )
+    async def node(self, info: GraphInfo, id: ObjectId) -> Node | None:
         found = await reads.node(info.context, id)
         if found is None:
             return None
         kind, row = found
         return NODE_TYPES[kind].from_row(row)  # type: ignore[attr-defined, no-any-return]
 
-    @strawberry.field
+    @strawberry.field(description="Who is calling: org, role and policies.")
     def viewer(self, info: GraphInfo) -> Viewer:
         caller = info.context.caller
         return Viewer(
             org=Org(id=strawberry.ID(caller.org_id), name=caller.org_name),
-            role=caller.role,
+            role=Role(caller.role.value),
             permissions=list(caller.permissions),
         )
 
-    @strawberry.field
+    @strawberry.field(description="The org's cloud accounts, oldest first.")
     async def cloud_accounts(
-        self, info: GraphInfo, first: int | None = None, after: str | None = None
+        self, info: GraphInfo, first: First = None, after: After = None
     ) -> Connection[CloudAccount]:
         return Connection.of(
             await reads.cloud_accounts_page(info.context, first, after), CloudAccount
         )
 
-    @strawberry.field
-    async def cloud_account(self, info: GraphInfo, id: strawberry.ID) -> CloudAccount | None:
+    @strawberry.field(description="One cloud account; null when unknown or another org's.")
+    async def cloud_account(self, info: GraphInfo, id: ObjectId) -> CloudAccount | None:
         row = await reads.one(info.context, "CloudAccount", id)
         return None if row is None else CloudAccount.from_row(row)
 
-    @strawberry.field
+    @strawberry.field(
+        description="The org's spaces, registered ones unless the filter says otherwise."
+    )
     async def spaces(
         self,
         info: GraphInfo,
-        first: int | None = None,
-        after: str | None = None,
-        filter: SpaceFilter | None = None,
+        first: First = None,
+        after: After = None,
+        filter: Annotated[
+            SpaceFilter | None,
+            strawberry.argument(description="Which spaces; null: every registered space."),
+        ] = None,
     ) -> Connection[Space]:
         where = reads.SpaceFilter()
         if filter is not None:
             where = reads.SpaceFilter(
-                statuses=None if filter.status is None else [s.value for s in filter.status],
-                provider=None if filter.provider is None else filter.provider.value,
+                statuses=None if filter.status is None else [s.name for s in filter.status],
+                provider=None if filter.provider is None else filter.provider.name,
                 scalable=filter.scalable,
                 include_deregistered=bool(filter.include_deregistered),
             )
         return Connection.of(await reads.spaces_page(info.context, first, after, where), Space)
 
-    @strawberry.field
-    async def space(self, info: GraphInfo, id: strawberry.ID) -> Space | None:
+    @strawberry.field(
+        description="One space, deregistered ones included; null when unknown or another org's."
+    )
+    async def space(self, info: GraphInfo, id: ObjectId) -> Space | None:
         row = await reads.one(info.context, "Space", id)
         return None if row is None else Space.from_row(row)
 
-    @strawberry.field
+    @strawberry.field(description="The org's environments, oldest first.")
     async def environments(
-        self, info: GraphInfo, first: int | None = None, after: str | None = None
+        self, info: GraphInfo, first: First = None, after: After = None
     ) -> Connection[Environment]:
         return Connection.of(await reads.environments_page(info.context, first, after), Environment)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from typing import Annotated
 
 import strawberry
 
@@ -11,13 +12,22 @@ from resolvers import subscriptions
 from schema.types import GraphInfo, SpaceStatusEvent
 
 
-@strawberry.type
+@strawberry.type(
+    description="Live events over graphql-transport-ws; each follows the caller's org."
+)
 class Subscription:
     @strawberry.subscription(
         description="Every status change of the spaces the subscriber may view; spaceId narrows to one."
     )
     async def space_status_changed(
-        self, info: GraphInfo, space_id: strawberry.ID | None = None
+        self,
+        info: GraphInfo,
+        space_id: Annotated[
+            strawberry.ID | None,
+            strawberry.argument(
+                description="Follow only this space; an unknown or foreign id is NOT_FOUND."
+            ),
+        ] = None,
     ) -> AsyncGenerator[SpaceStatusEvent, None]:
         async with aclosing(subscriptions.space_status_events(info.context, space_id)) as events:
             async for row in events:

@@ -4,49 +4,62 @@ the request's DataLoaders, so nested lists never turn into N+1 queries."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 import strawberry
 from strawberry import Private
 from strawberry.types import Info
 
 from core import namespaces as namespace_rules
-from core.rbac import Role
 from db import tables
 from db.pages import Page
 from resolvers import namespaces as namespace_reads
 from resolvers import reads
 from resolvers.context import Context
 from resolvers.pagination import encode_cursor
-from schema.enums import Provider, SpaceStatus, SpaceType
+from schema.arguments import After, First
+from schema.enums import Provider, Role, SpaceStatus, SpaceType
 
 GraphInfo = Info[Context, None]
 T = TypeVar("T")
 
 
-@strawberry.interface
+@strawberry.interface(
+    description="An object with a globally unique id; node(id:) and nodes(ids:) resolve any of them."
+)
 class Node:
-    id: strawberry.ID
+    id: strawberry.ID = strawberry.field(
+        description="Opaque and globally unique; stable for the object's life."
+    )
 
 
-@strawberry.type
+@strawberry.type(description="Where a page sits in its list.")
 class PageInfo:
-    has_next_page: bool
-    end_cursor: str | None
+    has_next_page: bool = strawberry.field(description="True when more items follow this page.")
+    end_cursor: str | None = strawberry.field(
+        description="The last item's cursor, to pass as `after`; null on an empty page."
+    )
 
 
-@strawberry.type
+@strawberry.type(description="One item of a page, with the cursor that marks its place.")
 class Edge(Generic[T]):
-    cursor: str
-    node: T
+    cursor: str = strawberry.field(
+        description="Opaque; pass it as `after` to continue after this item."
+    )
+    node: T = strawberry.field(description="The item.")
 
 
-@strawberry.type
+@strawberry.type(
+    description="One page of a list (Relay connection): edges with cursors, the items, "
+    "paging info and the total."
+)
 class Connection(Generic[T]):
-    edges: list[Edge[T]]
-    nodes: list[T]
-    page_info: PageInfo
-    total_count: int
+    edges: list[Edge[T]] = strawberry.field(description="The page's items with their cursors.")
+    nodes: list[T] = strawberry.field(description="The page's items, as in edges.")
+    page_info: PageInfo = strawberry.field(description="Where this page sits in the list.")
+    total_count: int = strawberry.field(
+        description="How many items the whole list has (every page, filters applied)."
+    )
 
     @classmethod
     def of(cls, page: Page[Any], wrap: type[T]) -> Connection[T]:
@@ -62,31 +75,31 @@ class Connection(Generic[T]):
         )
 
 
-@strawberry.type
+@strawberry.type(description="An organisation: it owns every object its members see.")
 class Org(Node):
-    id: strawberry.ID
-    name: str
+    id: strawberry.ID = strawberry.field(description="The org's id.")
+    name: str = strawberry.field(description="Unique across the installation.")
 
     @classmethod
     def from_row(cls, row: tables.Org) -> Org:
         return cls(id=strawberry.ID(row.id), name=row.name)
 
 
-@strawberry.type
+@strawberry.type(description="The authenticated caller.")
 class Viewer:
-    org: Org
-    role: Role
+    org: Org = strawberry.field(description="The org the caller belongs to.")
+    role: Role = strawberry.field(description="The caller's role in that org.")
     permissions: list[str] = strawberry.field(
         description="Policies such as space:view, space:create, space:update, space:delete."
     )
 
 
-@strawberry.type
+@strawberry.type(description="A cloud account's permission to mint credentials for one cluster.")
 class ClusterAccess:
-    region: str
-    cluster_name: str
+    region: str = strawberry.field(description="The cluster's region (GCP, AZURE: location).")
+    cluster_name: str = strawberry.field(description="The cluster's name at the provider.")
     resource_group: str | None = strawberry.field(description="AZURE only.")
-    granted_at: datetime
+    granted_at: datetime = strawberry.field(description="When access was granted.")
 
     @classmethod
     def from_row(cls, row: tables.ClusterGrant) -> ClusterAccess:
@@ -98,13 +111,16 @@ class ClusterAccess:
         )
 
 
-@strawberry.type
+@strawberry.type(
+    description="Credentials for one AWS, GCP or Azure account, encrypted at rest and never "
+    "returned; spaces on its clusters mint short-lived credentials through it."
+)
 class CloudAccount(Node):
     row: Private[tables.CloudAccount]
-    id: strawberry.ID
-    name: str
-    provider: Provider
-    created_at: datetime
+    id: strawberry.ID = strawberry.field(description="The account's id.")
+    name: str = strawberry.field(description="Unique in the org.")
+    provider: Provider = strawberry.field(description="AWS, GCP or AZURE.")
+    created_at: datetime = strawberry.field(description="When the account was created.")
 
     @classmethod
     def from_row(cls, row: tables.CloudAccount) -> CloudAccount:
@@ -121,9 +137,11 @@ class CloudAccount(Node):
         grants = await info.context.loaders.grants_of_account.load(self.row.id)
         return [ClusterAccess.from_row(grant) for grant in grants]
 
-    @strawberry.field
+    @strawberry.field(
+        description="The registered spaces whose clusters this account reaches, oldest first."
+    )
     async def spaces(
-        self, info: GraphInfo, first: int | None = None, after: str | None = None
+        self, info: GraphInfo, first: First = None, after: After = None
     ) -> Connection[Space]:
         page = await reads.spaces_of_account(info.context, self.row.id, first, after)
         return Connection.of(page, Space)
@@ -131,33 +149,41 @@ class CloudAccount(Node):
 
 @strawberry.type(description="Provider identity of a cluster. Immutable once registered.")
 class SpaceConfig:
-    cluster_name: str
-    region: str | None = None
-    project_id: str | None = None
-    resource_group: str | None = None
-    subscription_id: str | None = None
+    cluster_name: str = strawberry.field(description="The cluster's name at the provider.")
+    region: str | None = strawberry.field(
+        default=None, description="AWS region, or GCP and AZURE location."
+    )
+    project_id: str | None = strawberry.field(default=None, description="GCP project.")
+    resource_group: str | None = strawberry.field(default=None, description="AZURE resource group.")
+    subscription_id: str | None = strawberry.field(default=None, description="AZURE subscription.")
     server: str | None = strawberry.field(
         default=None, description="API server URL (GENERIC spaces)."
     )
 
 
-@strawberry.type
+@strawberry.type(description="The outcome of one reachability probe (GET /version).")
 class ProbeResult:
-    at: datetime
-    ok: bool
+    at: datetime = strawberry.field(description="When the probe finished.")
+    ok: bool = strawberry.field(description="True when the cluster answered with its version.")
     version: str | None = strawberry.field(description="gitVersion reported by GET /version.")
-    latency_ms: float | None
-    error: str | None
+    latency_ms: float | None = strawberry.field(
+        description="How long the probe took, in milliseconds."
+    )
+    error: str | None = strawberry.field(
+        description="What failed, in the words statusReason uses; null when ok."
+    )
 
 
-@strawberry.type
+@strawberry.type(description="One status transition of a space, kept in its history.")
 class SpaceStatusEvent:
     row: Private[tables.SpaceStatusEvent]
-    space_id: strawberry.ID
-    previous: SpaceStatus | None
-    status: SpaceStatus
-    at: datetime
-    reason: str | None
+    space_id: strawberry.ID = strawberry.field(description="The space that changed.")
+    previous: SpaceStatus | None = strawberry.field(
+        description="The status before; null for the first event of a registration."
+    )
+    status: SpaceStatus = strawberry.field(description="The status from this event on.")
+    at: datetime = strawberry.field(description="When the transition happened.")
+    reason: str | None = strawberry.field(description='Why, in words (e.g. "TLS", "timeout").')
 
     @classmethod
     def from_row(cls, row: tables.SpaceStatusEvent) -> SpaceStatusEvent:
@@ -170,25 +196,32 @@ class SpaceStatusEvent:
             reason=row.reason,
         )
 
-    @strawberry.field
+    @strawberry.field(description="The space that changed, deregistered or not.")
     async def space(self, info: GraphInfo) -> Space | None:
         row = await info.context.loaders.space.load(self.row.space_id)
         return None if row is None else Space.from_row(row)
 
 
-@strawberry.type
+@strawberry.type(
+    description="A registered cluster: where things run. Its status comes from the probe."
+)
 class Space(Node):
     row: Private[tables.Space]
-    id: strawberry.ID
-    name: str
-    provider: Provider
-    space_type: SpaceType
+    id: strawberry.ID = strawberry.field(description="The space's id.")
+    name: str = strawberry.field(description="Unique among the org's registered spaces.")
+    provider: Provider = strawberry.field(description="Where the cluster runs.")
+    space_type: SpaceType = strawberry.field(description="What runs in the space.")
     synthetic: bool = strawberry.field(
         description="Synthetic spaces are placeholders, not real clusters; scaling-aware pickers exclude them."
     )
-    consecutive_failures: int
-    created_at: datetime
-    deregistered_at: datetime | None
+    consecutive_failures: int = strawberry.field(
+        description="Failed probes since the last success; at the threshold (default 3) the "
+        "space goes INACTIVE."
+    )
+    created_at: datetime = strawberry.field(description="When the space was registered.")
+    deregistered_at: datetime | None = strawberry.field(
+        description="When the space was deregistered; null while registered."
+    )
 
     @classmethod
     def from_row(cls, row: tables.Space) -> Space:
@@ -211,11 +244,11 @@ class Space(Node):
         row = await info.context.loaders.cloud_account.load(self.row.cloud_account_id)
         return None if row is None else CloudAccount.from_row(row)
 
-    @strawberry.field
+    @strawberry.field(description="The cluster's provider identity.")
     def config(self) -> SpaceConfig:
         return SpaceConfig(**reads.space_config(self.row))
 
-    @strawberry.field
+    @strawberry.field(description="The health every view shows (probes, hold, staleness).")
     def status(self, info: GraphInfo) -> SpaceStatus:
         return SpaceStatus(reads.space_status(info.context, self.row)[0])
 
@@ -234,7 +267,7 @@ class Space(Node):
     def held(self) -> bool:
         return self.row.held
 
-    @strawberry.field
+    @strawberry.field(description="The latest probe's outcome; null before the first probe.")
     def last_probe(self) -> ProbeResult | None:
         row = self.row
         if row.last_probe_at is None or row.last_probe_ok is None:
@@ -249,7 +282,14 @@ class Space(Node):
 
     @strawberry.field(description="Most recent first.")
     async def status_events(
-        self, info: GraphInfo, first: int | None = None
+        self,
+        info: GraphInfo,
+        first: Annotated[
+            int | None,
+            strawberry.argument(
+                description="How many of the newest events: 1 to 100 (default 20)."
+            ),
+        ] = None,
     ) -> list[SpaceStatusEvent]:
         rows = await reads.status_events(info.context, self.row.id, first)
         return [SpaceStatusEvent.from_row(row) for row in rows]
@@ -261,20 +301,22 @@ class Space(Node):
         found = await namespace_reads.of_space(info.context, self.row)
         return [Namespace.from_domain(namespace) for namespace in found]
 
-    @strawberry.field
+    @strawberry.field(description="The environments bound to this space.")
     async def environments(self, info: GraphInfo) -> list[Environment]:
         rows = await info.context.loaders.environments_of_space.load(self.row.id)
         return [Environment.from_row(row) for row in rows]
 
 
-@strawberry.type
+@strawberry.type(description="A namespace on a space's cluster, read live.")
 class Namespace:
     space_row: Private[tables.Space]
-    name: str
+    name: str = strawberry.field(description="The namespace's name on the cluster.")
     managed: bool = strawberry.field(
         description="Created by spacedock (carries its managed-by label)."
     )
-    created_at: datetime | None
+    created_at: datetime | None = strawberry.field(
+        description="The cluster's creationTimestamp, if it reported one."
+    )
 
     @classmethod
     def from_domain(cls, namespace: namespace_rules.Namespace) -> Namespace:
@@ -285,23 +327,23 @@ class Namespace:
             created_at=namespace.created_at,
         )
 
-    @strawberry.field
+    @strawberry.field(description="The space whose cluster holds the namespace.")
     def space(self) -> Space:
         return Space.from_row(self.space_row)
 
 
-@strawberry.type
+@strawberry.type(description="A deployment target: a space and a namespace on it.")
 class Environment(Node):
     row: Private[tables.Environment]
-    id: strawberry.ID
-    name: str
-    namespace: str
+    id: strawberry.ID = strawberry.field(description="The environment's id.")
+    name: str = strawberry.field(description="Unique in the org.")
+    namespace: str = strawberry.field(description="The namespace on the space's cluster.")
 
     @classmethod
     def from_row(cls, row: tables.Environment) -> Environment:
         return cls(row=row, id=strawberry.ID(row.id), name=row.name, namespace=row.namespace)
 
-    @strawberry.field
+    @strawberry.field(description="The bound space, deregistered or not.")
     async def space(self, info: GraphInfo) -> Space | None:
         row = await info.context.loaders.space.load(self.row.space_id)
         return None if row is None else Space.from_row(row)

@@ -12,6 +12,12 @@ answers exactly the given status, content type and body, which may be huge,
 streamed, malformed or full of control characters).
 Paths may carry a prefix (`https://host:port/c17/version`), so one stand-in
 can play many clusters with distinct server URLs.
+
+Bearer tokens: the fixed set `tokens` (clear it to accept no fixed token), and
+any token a check given to `accept_tokens_when(check)` says yes to, e.g. an
+EKS token for one cluster (`tests/support/eks.py`), or an access token issued
+by the GCP or Azure stand-in. Use one stand-in per cluster when a token must
+be accepted by one cluster and not another.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import ssl
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,6 +120,7 @@ class KubeStandIn:
     def __init__(self, token: str = "standin-token", git_version: str = "v1.31.2") -> None:
         self.ca = CertificateAuthority("standin-cluster-ca")
         self.tokens = {token}
+        self.token_checks: list[Callable[[str], bool]] = []
         self.token = token
         self.git_version = git_version
         self.port = free_port()
@@ -191,6 +198,10 @@ class KubeStandIn:
     def ca_pem(self) -> str:
         return self.ca.pem
 
+    def accept_tokens_when(self, check: Callable[[str], bool]) -> None:
+        """Also accept any bearer token `check` says yes to."""
+        self.token_checks.append(check)
+
     def client_certificate(self, user: str = "admin") -> KeyPair:
         return self.ca.issue(user, server=False, groups=("system:masters",))
 
@@ -243,6 +254,8 @@ class KubeStandIn:
     def _authenticated(self, request: web.Request) -> bool:
         header = request.headers.get("Authorization", "")
         if header.startswith("Bearer ") and header[7:] in self.tokens:
+            return True
+        if header.startswith("Bearer ") and any(check(header[7:]) for check in self.token_checks):
             return True
         transport = request.transport
         peer = transport.get_extra_info("peercert") if transport is not None else None
