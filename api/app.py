@@ -15,7 +15,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from api import graphiql
-from api.graphql_view import GraphQLView
+from api.graphql_view import GraphQLView, TransportLimits
 from api.settings import Settings
 from core.events import EventBus, InProcessBus, PostgresBus
 from core.health import HealthRule
@@ -104,7 +104,14 @@ def samples(services: Services, stats: ProbeStats) -> list[Sample]:
 
 def create_app(settings: Settings) -> Starlette:
     services = build_services(settings)
-    view = GraphQLView(services)
+    view = GraphQLView(
+        services,
+        TransportLimits(
+            max_body_bytes=settings.max_body_bytes,
+            read_timeout_s=settings.request_read_timeout_s,
+            max_subscriptions_per_token=settings.max_subscriptions_per_token,
+        ),
+    )
     probes = build_probe_loop(settings, services)
 
     @contextlib.asynccontextmanager

@@ -24,6 +24,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from api.app import create_app
+    from api.http_server import server_options
 
     app = create_app(settings)
     uvicorn.run(
@@ -31,8 +32,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         host=args.host or settings.host,
         port=args.port if args.port is not None else settings.port,
         log_level="info",
-        ws="websockets-sansio",
         proxy_headers=False,
+        **server_options(settings),
     )
     return 0
 

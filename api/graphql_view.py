@@ -4,34 +4,94 @@ HTTP requests are authenticated before strawberry sees them (401 with a
 GraphQL-shaped body); the GraphiQL page itself, a browser GET, needs no
 token. WebSocket clients send the token in `connection_init`; a bad one
 closes the socket with 4403.
+
+Whatever a client sends, the answer is GraphQL-shaped: a request that is not a
+GraphQL request (a body that is not a JSON object, not JSON, too large, too slow,
+nested too deeply, a batch, a wrong content type, no operation to pick) is a JSON
+error with `extensions.code` BAD_REQUEST and a 4xx status; while the database is
+unreachable, SERVICE_UNAVAILABLE with 503. A WebSocket message that is not a
+protocol message closes the socket with 4400.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
+import logging
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
+from cross_web import AsyncHTTPRequestAdapter, HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
+from strawberry.http import GraphQLRequestData
+from strawberry.http.parse_content_type import parse_content_type
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
+    BaseGraphQLTransportWSHandler,
+)
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
+    ErrorMessage,
+)
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
+    Message as WSMessage,
+)
 
 from api import graphiql
 from core.services import Services
 from core.tokens import authenticate
+from db.outages import is_unavailable, outages
 from resolvers.context import Context
 from schema.build import schema
 
+log = logging.getLogger("spacedock.transport")
+
 MAX_SUBSCRIPTIONS_PER_CONNECTION = 100
+# JSON nested deeper than this is no GraphQL request (variables are a few levels deep);
+# refusing it early keeps the decoder's recursion and our own walks short.
+MAX_JSON_NESTING = 32
+BAD_REQUEST = "BAD_REQUEST"
+SERVICE_UNAVAILABLE = "SERVICE_UNAVAILABLE"
+# graphql-transport-ws close codes: a malformed message, and "try again later".
+WS_BAD_MESSAGE = 4400
+WS_TRY_AGAIN_LATER = 1013
+
+
+@dataclass(frozen=True)
+class TransportLimits:
+    max_body_bytes: int = 1024 * 1024
+    read_timeout_s: float = 5.0
+    max_subscriptions_per_token: int = 500
+
+
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        {"errors": [{"message": message, "extensions": {"code": code}}]},
+        status_code=status,
+        headers=headers,
+    )
 
 
 def unauthenticated(message: str) -> JSONResponse:
-    return JSONResponse(
-        {"errors": [{"message": message, "extensions": {"code": "UNAUTHENTICATED"}}]},
-        status_code=401,
-        headers={"WWW-Authenticate": 'Bearer realm="spacedock"'},
+    return error_response(
+        401, "UNAUTHENTICATED", message, {"WWW-Authenticate": 'Bearer realm="spacedock"'}
+    )
+
+
+def database_unavailable() -> JSONResponse:
+    return error_response(
+        503,
+        SERVICE_UNAVAILABLE,
+        "The database is unreachable; try again shortly.",
+        {"Retry-After": "5"},
     )
 
 
@@ -43,31 +103,270 @@ def authorization_of(params: dict[str, Any]) -> str | None:
     return None
 
 
+def nesting_of(value: object) -> int:
+    """How deeply JSON arrays and objects nest in `value` (walked without recursion)."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, level = pending.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            if level <= MAX_JSON_NESTING:
+                pending.extend((inner, level + 1) for inner in _children(item))
+    return deepest
+
+
+def _children(container: dict[str, object] | list[object]) -> list[object]:
+    return list(container.values()) if isinstance(container, dict) else container
+
+
+def decoded_json(data: str | bytes) -> object:
+    """JSON text as Python, or JSONDecodeError for anything else (invalid UTF-8, nesting
+    deeper than MAX_JSON_NESTING), so both transports answer it as a client fault."""
+    try:
+        value = json.loads(data)
+    except json.JSONDecodeError:
+        raise
+    except (ValueError, RecursionError) as error:  # invalid UTF-8; nesting past the stack
+        raise json.JSONDecodeError(f"not JSON text ({type(error).__name__})", "", 0) from None
+    if nesting_of(value) > MAX_JSON_NESTING:
+        raise json.JSONDecodeError(f"JSON nested deeper than {MAX_JSON_NESTING} levels", "", 0)
+    return value
+
+
+def request_data(data: object, protocol: Any) -> GraphQLRequestData:
+    """One GraphQL request from a decoded body; HTTPException 400 naming what is wrong."""
+    if isinstance(data, list):
+        raise HTTPException(400, "Batching is not supported: send one operation per request.")
+    if not isinstance(data, dict):
+        raise HTTPException(
+            400, 'The request body must be a JSON object such as {"query": "{ viewer { role } }"}.'
+        )
+    expected = {
+        "query": (str, "a string"),
+        "variables": (dict, "an object"),
+        "operationName": (str, "a string"),
+        "extensions": (dict, "an object"),
+    }
+    for key, (kind, what) in expected.items():
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            raise HTTPException(400, f"`{key}` must be {what} or null.")
+    return GraphQLRequestData(
+        query=data.get("query"),
+        variables=data.get("variables"),
+        operation_name=data.get("operationName"),
+        extensions=data.get("extensions"),
+        protocol=protocol,
+    )
+
+
+async def read_body(request: Request, limits: TransportLimits) -> bytes:
+    """The whole body, refused past `max_body_bytes` or when it arrives too slowly."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limits.max_body_bytes:
+        raise HTTPException(413, too_large(limits))
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(limits.read_timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limits.max_body_bytes:
+                    raise HTTPException(413, too_large(limits))
+                chunks.append(chunk)
+    except TimeoutError:
+        raise HTTPException(
+            408, f"The request body did not arrive within {limits.read_timeout_s:g} s."
+        ) from None
+    return b"".join(chunks)
+
+
+def too_large(limits: TransportLimits) -> str:
+    return (
+        f"The request body exceeds {limits.max_body_bytes} bytes "
+        "(the server's SPACEDOCK_MAX_BODY_BYTES)."
+    )
+
+
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that hands over the body already read, then listens for a disconnect."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def _token_key(authorization: str | None) -> str:
+    """Who holds a subscription, without keeping the credential itself in memory."""
+    return hashlib.sha256((authorization or "").encode()).hexdigest()
+
+
+class SubscriptionCounts:
+    """Operations open per credential across every connection of this process."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open: Counter[str] = Counter()
+
+    def take(self, key: str) -> bool:
+        if self.open[key] >= self.limit:
+            return False
+        self.open[key] += 1
+        return True
+
+    def give_back(self, key: str) -> None:
+        self.open[key] -= 1
+        if self.open[key] <= 0:
+            del self.open[key]
+
+
+class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
+    """graphql-transport-ws with every incoming message checked for shape first: strawberry
+    indexes into messages as if they were well-formed, and a frame like `[1]` or `null`
+    used to drop the socket with a traceback."""
+
+    view: GraphQLView
+
+    async def handle_message(self, message: WSMessage) -> None:
+        problem = message_problem(message)
+        if problem is not None:
+            await self.handle_invalid_message(problem)
+            return
+        if message["type"] == "subscribe" and self.connection_acknowledged:
+            await self.subscribe_counted(message)
+            return
+        try:
+            await super().handle_message(message)
+        except Exception as error:
+            if not is_unavailable(error):
+                raise
+            outages.failed(error)
+            await self.websocket.close(WS_TRY_AGAIN_LATER, "database unavailable; retry shortly")
+
+    async def subscribe_counted(self, message: Any) -> None:
+        """Starts the operation unless its credential already holds the most it may."""
+        counts = self.view.subscriptions
+        key = _token_key(authorization_of(self.context.connection_params))
+        if message["id"] in self.operations:
+            await super().handle_message(message)  # strawberry closes 4409
+            return
+        if not counts.take(key):
+            error: Any = {
+                "message": f"This token holds {counts.limit} subscriptions already; "
+                "complete some before starting more.",
+                "extensions": {"code": "BAD_USER_INPUT"},
+            }
+            await self.send_message(ErrorMessage(id=message["id"], type="error", payload=[error]))
+            return
+        await super().handle_message(message)
+        operation = self.operations.get(message["id"])
+        if operation is None or operation.task is None:
+            counts.give_back(key)
+            return
+        operation.task.add_done_callback(lambda _task: counts.give_back(key))
+
+
+def message_problem(message: object) -> str | None:
+    """Why a decoded frame is no graphql-transport-ws message; None when it may be handled."""
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        return "Each message must be a JSON object with a string `type`."
+    kind = message["type"]
+    if kind in ("connection_init", "ping", "pong"):
+        payload = message.get("payload")
+        if payload is not None and not isinstance(payload, dict):
+            return f"The `payload` of {kind} must be an object."
+        return None
+    if kind in ("subscribe", "complete") and (
+        not isinstance(message.get("id"), str) or not message["id"]
+    ):
+        return f"A {kind} message needs a non-empty string `id`."
+    if kind == "subscribe":
+        payload = message.get("payload")
+        if not isinstance(payload, dict):
+            return "The `payload` of subscribe must be an object with a `query`."
+        if not isinstance(payload.get("query"), str):
+            return "The subscribe payload's `query` must be a string."
+        for key, kind_, what in (
+            ("variables", dict, "an object"),
+            ("operationName", str, "a string"),
+            ("extensions", dict, "an object"),
+        ):
+            if payload.get(key) is not None and not isinstance(payload[key], kind_):
+                return f"The subscribe payload's `{key}` must be {what} or null."
+    return None
+
+
 class GraphQLView(GraphQL[Context, None]):
-    def __init__(self, services: Services) -> None:
+    graphql_transport_ws_handler_class = TransportWS
+
+    def __init__(self, services: Services, limits: TransportLimits | None = None) -> None:
         super().__init__(
             schema,
             subscription_protocols=[GRAPHQL_TRANSPORT_WS_PROTOCOL],
             max_subscriptions_per_connection=MAX_SUBSCRIPTIONS_PER_CONNECTION,
         )
         self.services = services
+        self.limits = limits or TransportLimits()
+        self.subscriptions = SubscriptionCounts(self.limits.max_subscriptions_per_token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            request = Request(scope)
-            if not self.should_render_graphql_ide(self.request_adapter_class(request)):
-                async with self.services.unit() as unit:
-                    viewer = await authenticate(unit, request.headers.get("authorization"))
-                if viewer is None:
-                    message = (
-                        "Invalid or revoked API token."
-                        if request.headers.get("authorization")
-                        else "Send Authorization: Bearer <token>; create one with `spacedock token create`."
-                    )
-                    await unauthenticated(message)(scope, receive, send)
-                    return
-                scope.setdefault("state", {})["viewer"] = viewer
-        await super().__call__(scope, receive, send)
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        try:
+            response = await self.answer(scope, receive)
+        except HTTPException as refused:
+            headers = {"Connection": "close"} if refused.status_code in (408, 413) else None
+            response = error_response(refused.status_code, BAD_REQUEST, refused.reason, headers)
+        except Exception as error:
+            if not is_unavailable(error):
+                raise
+            outages.failed(error)
+            response = database_unavailable()
+        await response(scope, receive, send)
+
+    async def answer(self, scope: Scope, receive: Receive) -> Response:
+        request = Request(scope, receive)
+        if self.should_render_graphql_ide(self.request_adapter_class(request)):
+            return await self.run(request)
+        if request.method == "POST":
+            declared = request.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > self.limits.max_body_bytes:
+                raise HTTPException(413, too_large(self.limits))
+        async with self.services.unit() as unit:
+            viewer = await authenticate(unit, request.headers.get("authorization"))
+        outages.reached()
+        if viewer is None:
+            return unauthenticated(
+                "Invalid or revoked API token."
+                if request.headers.get("authorization")
+                else "Send Authorization: Bearer <token>; create one with `spacedock token create`."
+            )
+        scope.setdefault("state", {})["viewer"] = viewer
+        if request.method == "POST":
+            body = await read_body(request, self.limits)
+            request = Request(scope, replaying(body, receive))
+        return await self.run(request)
+
+    def decode_json(self, data: str | bytes) -> object:
+        return decoded_json(data)
+
+    async def parse_http_body(
+        self, request: AsyncHTTPRequestAdapter
+    ) -> GraphQLRequestData | list[GraphQLRequestData]:
+        transport = self._get_stream_transport_from_headers(request.headers)
+        protocol = transport.protocol if transport else "http"
+        if request.method == "GET":
+            return request_data(self.parse_query_params(request.query_params), protocol)
+        content_type, _ = parse_content_type(request.content_type or "")
+        if content_type != "application/json":
+            raise HTTPException(415, "Send the request as Content-Type: application/json.")
+        return request_data(self.parse_json(await request.get_body()), protocol)
 
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket | None = None

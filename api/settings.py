@@ -55,6 +55,13 @@ class Settings:
     cluster_deny_cidrs: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = field(
         default=()
     )
+    # Transport limits (issue 7): a request body or WebSocket message, a request's head and
+    # body sent too slowly, subscriptions one credential holds across its connections, and
+    # the bearer token /metrics asks for (unset: /metrics is open, as before).
+    max_body_bytes: int = 1024 * 1024
+    request_read_timeout_s: float = 5.0
+    max_subscriptions_per_token: int = 500
+    metrics_token: str | None = None
     # issue 7 (hostile clusters): how much of one cluster answer is read.
     cluster_max_body_bytes: int = 4 * 2**20
 
@@ -70,6 +77,10 @@ class Settings:
             probe_failure_threshold=int(_number("SPACEDOCK_PROBE_FAILURE_THRESHOLD", 3)),
             probe_concurrency=int(_number("SPACEDOCK_PROBE_CONCURRENCY", 256)),
             cluster_deny_cidrs=_networks("SPACEDOCK_CLUSTER_DENY_CIDRS"),
+            max_body_bytes=int(_number("SPACEDOCK_MAX_BODY_BYTES", 1024 * 1024)),
+            request_read_timeout_s=_number("SPACEDOCK_REQUEST_READ_TIMEOUT_S", 5.0),
+            max_subscriptions_per_token=int(_number("SPACEDOCK_MAX_SUBSCRIPTIONS_PER_TOKEN", 500)),
+            metrics_token=os.environ.get("SPACEDOCK_METRICS_TOKEN") or None,
             cluster_max_body_bytes=int(_number("SPACEDOCK_CLUSTER_MAX_BODY_BYTES", 4 * 2**20)),
         )
 

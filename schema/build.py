@@ -9,24 +9,17 @@ from pathlib import Path
 import strawberry
 from graphql import ExecutionResult
 from graphql.error import GraphQLError
-from strawberry.extensions import (
-    MaxAliasesLimiter,
-    MaxTokensLimiter,
-    QueryDepthLimiter,
-    SchemaExtension,
-)
+from strawberry.extensions import MaxTokensLimiter, SchemaExtension
 from strawberry.types import ExecutionContext
 from strawberry.types.graphql import OperationType
 
 from schema.errors import ErrorPolicy
+from schema.limits import MAX_TOKENS, DocumentLimits
 from schema.mutation import Mutation
 from schema.query import Query
 from schema.subscription import Subscription
 from schema.types import CloudAccount, Environment, Org, Space
 
-MAX_DEPTH = 10
-MAX_ALIASES = 15
-MAX_TOKENS = 2000
 SDL_PATH = Path(__file__).resolve().parent.parent / "schema.graphql"
 
 
@@ -56,9 +49,8 @@ schema = SpacedockSchema(
     subscription=Subscription,
     types=[Org, CloudAccount, Space, Environment],
     extensions=[
-        partial(QueryDepthLimiter, max_depth=MAX_DEPTH),
-        partial(MaxAliasesLimiter, max_alias_count=MAX_ALIASES),
         partial(MaxTokensLimiter, max_token_count=MAX_TOKENS),
+        DocumentLimits,
         SubscriptionsOverWebSocket,
         ErrorPolicy,
     ],

@@ -2,7 +2,8 @@
 
 Domain refusals (`core.errors.ApiError`) keep their message and code. Parse
 and validation errors get GRAPHQL_VALIDATION_FAILED, and never quote the input
-values they reject (inputs carry secrets). Anything else is a bug:
+values they reject (inputs carry secrets). A database that cannot be reached is
+SERVICE_UNAVAILABLE, logged once per outage. Anything else is a bug:
 it is logged here with its traceback and reaches the client only as
 INTERNAL_SERVER_ERROR.
 """
@@ -16,10 +17,12 @@ from graphql.error import GraphQLError
 from strawberry.extensions import MaskErrors
 
 from core.errors import ApiError
+from db.outages import is_unavailable, outages
 
 log = logging.getLogger("spacedock.graphql")
 
 INTERNAL = "INTERNAL_SERVER_ERROR"
+UNAVAILABLE = "SERVICE_UNAVAILABLE"
 # graphql-core's coercion messages quote the rejected input (`found: {...}`, `value: ...`,
 # `Value '...'`); inputs carry secrets, so the quoted part is cut and the path kept.
 ECHOES_INPUT = re.compile(r"has invalid value|^Expected value|cannot represent|does not exist in")
@@ -46,6 +49,9 @@ def coded(error: GraphQLError) -> GraphQLError:
     elif original is None or isinstance(original, GraphQLError):
         code = (error.extensions or {}).get("code", "GRAPHQL_VALIDATION_FAILED")
         message = without_input_values(error.message)
+    elif is_unavailable(original):
+        outages.failed(original)  # one warning per outage, not a traceback per field
+        code, message = UNAVAILABLE, "The database is unreachable; try again shortly."
     else:
         log.error("unexpected error at %s", error.path, exc_info=original)
         code, message = INTERNAL, "Internal server error"

@@ -13,11 +13,18 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import aioboto3
 import aiohttp
 import pytest
 import requests
+import yaml
+from azure.core.exceptions import ClientAuthenticationError
+from azure.identity.aio import ClientSecretCredential
+from botocore.config import Config
+from botocore.exceptions import ClientError
 from google.auth.exceptions import RefreshError
 from google.auth.transport import _aiohttp_requests
 from google.auth.transport import requests as google_requests
@@ -26,6 +33,8 @@ from google.oauth2 import _service_account_async, service_account
 from providers import kube
 from providers.credentials import ClusterCredentials
 from providers.errors import PermanentError
+from tests.support.azure_standin import AKS_SERVER_APP, AzureStandIn, ServicePrincipal
+from tests.support.eks import AccessKey, EksStandIn, token_problem
 from tests.support.gcp_standin import CLOUD_PLATFORM_SCOPE, GcpStandIn
 from tests.support.kube_standin import KubeStandIn
 
@@ -205,7 +214,7 @@ def test_gcp_sync_transport_trusts_requests_ca_bundle(
     assert [c["name"] for c in listed.json()["clusters"]] == ["other"]
 
 
-AIOHTTP_CLIENT = """
+GCP_CLIENT = """
 import asyncio, json, sys
 import aiohttp
 from google.auth.transport import _aiohttp_requests
@@ -217,24 +226,415 @@ async def main():
         info, scopes=["https://www.googleapis.com/auth/cloud-platform"])
     async with aiohttp.ClientSession(auto_decompress=False) as session:
         await credentials.refresh(_aiohttp_requests.Request(session))
-    print("token" if credentials.token.startswith("ya29.") else "none")
+    print("token" if credentials.token else "none")
 
 asyncio.run(main())
 """
 
 
+def run_client(script: str, argument: str, ca_file: str | None) -> subprocess.CompletedProcess[str]:
+    """A fresh interpreter, as a spacedock server process starts: with or without
+    SSL_CERT_FILE in its environment from the start."""
+    env = {k: v for k, v in os.environ.items() if k != "SSL_CERT_FILE"}
+    if ca_file is not None:
+        env["SSL_CERT_FILE"] = ca_file
+    return subprocess.run(
+        [sys.executable, "-c", script, argument], env=env, capture_output=True, text=True
+    )
+
+
 def test_gcp_async_transport_trusts_ssl_cert_file_set_before_start(gcp: GcpStandIn) -> None:
-    """How a spacedock server process gets to trust the stand-in."""
     info = json.dumps(gcp.service_account("proj-a"))
-    env = {**os.environ, "SSL_CERT_FILE": str(gcp.ca_file)}
-    done = subprocess.run(
-        [sys.executable, "-c", AIOHTTP_CLIENT, info], env=env, capture_output=True, text=True
+    trusted = run_client(GCP_CLIENT, info, str(gcp.ca_file))
+    assert trusted.stdout.strip() == "token", trusted.stderr[-2000:]
+    assert "CERTIFICATE_VERIFY_FAILED" in run_client(GCP_CLIENT, info, None).stderr
+
+
+# -- Azure -------------------------------------------------------------------
+
+ARM_SCOPE = "https://management.azure.com/.default"
+AKS_SCOPE = f"{AKS_SERVER_APP}/.default"
+API_VERSION = "2024-09-01"
+
+
+@pytest.fixture(scope="module")
+def azure() -> Iterator[AzureStandIn]:
+    with AzureStandIn() as standin:
+        yield standin
+
+
+@pytest.fixture(scope="module")
+def azure_principal(azure: AzureStandIn, kube_cluster: KubeStandIn) -> ServicePrincipal:
+    principal = azure.service_principal()
+    for group, name in (("rg-1", "aks-1"), ("rg-2", "aks-2")):
+        azure.add_cluster(
+            principal.subscription_id, group, name, kube_cluster.url, kube_cluster.ca_pem
+        )
+    kube_cluster.accept_tokens_when(azure.is_valid_aks_token)
+    return principal
+
+
+@pytest.fixture
+async def arm(azure: AzureStandIn) -> AsyncIterator[aiohttp.ClientSession]:
+    connector = aiohttp.TCPConnector(ssl=azure.client_ssl_context())
+    async with aiohttp.ClientSession(azure.url, connector=connector) as session:
+        yield session
+    azure.heal()
+
+
+@pytest.fixture
+def authority(azure: AzureStandIn, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AZURE_AUTHORITY_HOST", azure.url)
+
+
+async def azure_token(azure: AzureStandIn, principal: ServicePrincipal, scope: str) -> str:
+    """What spacedock's AKS adapter does, the authority coming from AZURE_AUTHORITY_HOST."""
+    async with ClientSecretCredential(
+        principal.tenant_id,
+        principal.client_id,
+        principal.client_secret,
+        connection_verify=str(azure.ca_file),
+    ) as credential:
+        token = await credential.get_token(scope)
+    return token.token
+
+
+async def arm_call(
+    arm: aiohttp.ClientSession, method: str, path: str, token: str, api_version: bool = True
+) -> tuple[int, Any]:
+    query = {"api-version": API_VERSION} if api_version else {}
+    headers = {"Authorization": f"Bearer {token}"}
+    async with arm.request(method, path, params=query, headers=headers) as response:
+        return response.status, await response.json()
+
+
+@pytest.mark.usefixtures("authority")
+async def test_azure_principal_discovers_aks_clusters_and_reaches_one(
+    azure: AzureStandIn,
+    azure_principal: ServicePrincipal,
+    arm: aiohttp.ClientSession,
+) -> None:
+    calls_before = sum(azure.requests.values())
+    arm_token = await azure_token(azure, azure_principal, ARM_SCOPE)
+    aks_token = await azure_token(azure, azure_principal, AKS_SCOPE)
+    token_path = f"/{azure_principal.tenant_id}/oauth2/v2.0/token"
+    assert azure.requests[f"POST {token_path}"] == 2
+    assert sum(azure.requests.values()) - calls_before == 2  # no discovery calls at all
+
+    subscription = f"/subscriptions/{azure_principal.subscription_id}"
+    code, listed = await arm_call(
+        arm,
+        "GET",
+        f"{subscription}/providers/Microsoft.ContainerService/managedClusters",
+        arm_token,
     )
-    assert done.stdout.strip() == "token", done.stderr[-2000:]
-    untrusted = subprocess.run(
-        [sys.executable, "-c", AIOHTTP_CLIENT, info],
-        env={k: v for k, v in env.items() if k != "SSL_CERT_FILE"},
-        capture_output=True,
-        text=True,
+    assert code == 200
+    assert [c["name"] for c in listed["value"]] == ["aks-1", "aks-2"]
+    code, body = await arm_call(
+        arm, "POST", listed["value"][0]["id"] + "/listClusterUserCredential", arm_token
     )
-    assert "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr
+    assert code == 200
+    kubeconfig = yaml.safe_load(base64.b64decode(body["kubeconfigs"][0]["value"]))
+    cluster = kubeconfig["clusters"][0]["cluster"]
+    ca_pem = base64.b64decode(cluster["certificate-authority-data"]).decode()
+    credentials = ClusterCredentials(cluster["server"], ca_pem, token=aks_token)
+    assert "default" in [n.name for n in await kube.list_namespaces(credentials)]
+
+    arm_credentials = ClusterCredentials(cluster["server"], ca_pem, token=arm_token)
+    with pytest.raises(PermanentError, match="401"):
+        await kube.list_namespaces(arm_credentials)  # an ARM token is no AKS token
+    code, body = await arm_call(
+        arm,
+        "GET",
+        f"{subscription}/providers/Microsoft.ContainerService/managedClusters",
+        aks_token,
+    )
+    assert (code, body["error"]["code"]) == (401, "InvalidAuthenticationTokenAudience")
+    code, body = await arm_call(
+        arm,
+        "GET",
+        f"{subscription}/resourceGroups/rg-1/providers/Microsoft.ContainerService/managedClusters/nope",
+        arm_token,
+    )
+    assert (code, body["error"]["code"]) == (404, "ResourceNotFound")
+    code, body = await arm_call(
+        arm,
+        "GET",
+        f"{subscription}/providers/Microsoft.ContainerService/managedClusters",
+        arm_token,
+        api_version=False,
+    )
+    assert (code, body["error"]["code"]) == (400, "MissingApiVersionParameter")
+
+
+@pytest.mark.usefixtures("authority")
+async def test_azure_authority_checks_tenant_client_secret_and_scope(
+    azure: AzureStandIn, azure_principal: ServicePrincipal, arm: aiohttp.ClientSession
+) -> None:
+    wrong_secret = ServicePrincipal(
+        azure_principal.tenant_id,
+        azure_principal.client_id,
+        "not-it",
+        azure_principal.subscription_id,
+    )
+    with pytest.raises(ClientAuthenticationError, match="AADSTS7000215"):
+        await azure_token(azure, wrong_secret, ARM_SCOPE)
+    stranger = azure.service_principal()  # another tenant and subscription
+    foreign = ServicePrincipal(
+        stranger.tenant_id,
+        azure_principal.client_id,
+        azure_principal.client_secret,
+        stranger.subscription_id,
+    )
+    with pytest.raises(ClientAuthenticationError, match="AADSTS700016"):
+        await azure_token(azure, foreign, ARM_SCOPE)
+    unknown_tenant = ServicePrincipal(
+        "00000000-0000-0000-0000-000000000000",
+        azure_principal.client_id,
+        azure_principal.client_secret,
+        stranger.subscription_id,
+    )
+    with pytest.raises(ClientAuthenticationError, match="AADSTS90002"):
+        await azure_token(azure, unknown_tenant, ARM_SCOPE)
+    with pytest.raises(ClientAuthenticationError, match="AADSTS500011"):
+        await azure_token(azure, azure_principal, "https://vault.azure.net/.default")
+
+    stranger_token = await azure_token(azure, stranger, ARM_SCOPE)
+    subscription = f"/subscriptions/{azure_principal.subscription_id}"
+    code, body = await arm_call(
+        arm,
+        "GET",
+        f"{subscription}/providers/Microsoft.ContainerService/managedClusters",
+        stranger_token,
+    )
+    assert (code, body["error"]["code"]) == (401, "InvalidAuthenticationTokenTenant")
+
+
+@pytest.mark.usefixtures("authority")
+async def test_azure_switches_bad_secret_rotation_and_throttling(
+    azure: AzureStandIn, arm: aiohttp.ClientSession
+) -> None:
+    principal = azure.service_principal()
+    azure.reject_secrets = True
+    with pytest.raises(ClientAuthenticationError, match="AADSTS7000215"):
+        await azure_token(azure, principal, ARM_SCOPE)
+    azure.heal()
+    rotated = azure.rotate_secret(principal)
+    with pytest.raises(ClientAuthenticationError, match="AADSTS7000215"):
+        await azure_token(azure, principal, ARM_SCOPE)
+    token = await azure_token(azure, rotated, ARM_SCOPE)
+
+    path = f"/subscriptions/{principal.subscription_id}/providers/Microsoft.ContainerService/managedClusters"
+    azure.throttle(times=1)
+    code, body = await arm_call(arm, "GET", path, token)
+    assert (code, body["error"]["code"]) == (429, "TooManyRequests")
+    code, body = await arm_call(arm, "GET", path, token)
+    assert (code, body) == (200, {"value": []})
+
+
+AZURE_CLIENT = """
+import asyncio, json, sys
+from azure.identity.aio import ClientSecretCredential
+
+async def main():
+    tenant, client, secret = json.loads(sys.argv[1])
+    async with ClientSecretCredential(tenant, client, secret, retry_total=0) as credential:
+        token = await credential.get_token("6dae42f8-4368-4678-94ff-3960e28e3630/.default")
+    print("token" if token.token else "none")
+
+asyncio.run(main())
+"""
+
+
+def test_azure_identity_trusts_ssl_cert_file_set_before_start(
+    azure: AzureStandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AZURE_AUTHORITY_HOST", azure.url)
+    principal = azure.service_principal()
+    argument = json.dumps([principal.tenant_id, principal.client_id, principal.client_secret])
+    trusted = run_client(AZURE_CLIENT, argument, str(azure.ca_file))
+    assert trusted.stdout.strip() == "token", trusted.stderr[-2000:]
+    assert "CERTIFICATE_VERIFY_FAILED" in run_client(AZURE_CLIENT, argument, None).stderr
+
+
+# -- AWS EKS -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def aws() -> Iterator[EksStandIn]:
+    with EksStandIn() as standin:
+        yield standin
+
+
+@pytest.fixture(scope="module")
+def eks_clusters(aws: EksStandIn) -> Iterator[dict[str, KubeStandIn]]:
+    """Two clusters in two regions, each its own Kubernetes stand-in that takes
+    only EKS tokens naming it."""
+    clusters: dict[str, KubeStandIn] = {}
+    for region, name in (("eu-west-1", "prod"), ("us-east-1", "dev")):
+        standin = KubeStandIn().start()
+        standin.tokens.clear()
+        standin.accept_tokens_when(aws.token_check(name))
+        aws.add_cluster(region, name, standin.url, standin.ca_pem)
+        clusters[name] = standin
+    yield clusters
+    for standin in clusters.values():
+        standin.stop()
+
+
+def aws_session(key: AccessKey, token: str | None = None) -> aioboto3.Session:
+    return aioboto3.Session(
+        aws_access_key_id=key.access_key_id,
+        aws_secret_access_key=key.secret_access_key,
+        aws_session_token=token,
+    )
+
+
+async def mint_eks_token(
+    session: aioboto3.Session, aws: EksStandIn, region: str, cluster: str
+) -> str:
+    """What spacedock's EKS adapter does: presign GetCallerIdentity with x-k8s-aws-id."""
+    async with session.client("sts", region_name=region, endpoint_url=aws.url) as sts:
+        url = await sts._request_signer.generate_presigned_url(
+            {
+                "method": "GET",
+                "url": f"{aws.url}/?Action=GetCallerIdentity&Version=2011-06-15",
+                "body": {},
+                "headers": {"x-k8s-aws-id": cluster},
+                "context": {},
+            },
+            region_name=region,
+            expires_in=60,
+            operation_name="",
+        )
+    return "k8s-aws-v1." + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
+
+
+async def eks_call(
+    session: aioboto3.Session, aws: EksStandIn, region: str, operation: str, **kwargs: Any
+) -> dict[str, Any]:
+    no_retries = Config(retries={"total_max_attempts": 1})
+    async with session.client(
+        "eks", region_name=region, endpoint_url=aws.url, config=no_retries
+    ) as eks:
+        answer: dict[str, Any] = await getattr(eks, operation)(**kwargs)
+    return answer
+
+
+async def test_eks_user_discovers_clusters_per_region_and_reaches_one_with_its_token(
+    aws: EksStandIn, eks_clusters: dict[str, KubeStandIn]
+) -> None:
+    key = aws.user()
+    session = aws_session(key)
+    async with session.client("sts", region_name="eu-west-1", endpoint_url=aws.url) as sts:
+        identity = await sts.get_caller_identity()
+    assert identity["Arn"] == f"arn:aws:iam::123456789012:user/{key.user_name}"
+    listed = await eks_call(session, aws, "eu-west-1", "list_clusters")
+    assert listed["clusters"] == ["prod"]
+    assert (await eks_call(session, aws, "us-east-1", "list_clusters"))["clusters"] == ["dev"]
+    cluster = (await eks_call(session, aws, "eu-west-1", "describe_cluster", name="prod"))[
+        "cluster"
+    ]
+    assert cluster["status"] == "ACTIVE"
+    assert cluster["endpoint"] == eks_clusters["prod"].url
+
+    token = await mint_eks_token(session, aws, "eu-west-1", "prod")
+    ca_pem = base64.b64decode(cluster["certificateAuthority"]["data"]).decode()
+    namespaces = await kube.list_namespaces(
+        ClusterCredentials(cluster["endpoint"], ca_pem, token=token)
+    )
+    assert "default" in [n.name for n in namespaces]
+    dev = eks_clusters["dev"]
+    with pytest.raises(PermanentError, match="401"):  # a token names one cluster only
+        await kube.list_namespaces(ClusterCredentials(dev.url, dev.ca_pem, token=token))
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):
+        await eks_call(session, aws, "us-east-1", "describe_cluster", name="prod")
+
+
+async def test_eks_token_problems_are_each_named(aws: EksStandIn) -> None:
+    key = aws.user()
+    token = await mint_eks_token(aws_session(key), aws, "eu-west-1", "prod")
+    assert token_problem(token, "prod") is None
+    url = base64.urlsafe_b64decode(token[11:] + "==").decode()
+
+    def wrap(text: str) -> str:
+        return "k8s-aws-v1." + base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+    assert token_problem(token[11:], "prod") == "no k8s-aws-v1. prefix"
+    assert token_problem(token + "=", "prod") == "base64url padding in the token"
+    assert token_problem(wrap(url.replace("GetCallerIdentity", "AssumeRole")), "prod") == (
+        "not an STS GetCallerIdentity URL"
+    )
+    assert token_problem(wrap(url.replace("%3Bx-k8s-aws-id", "")), "prod") == (
+        "x-k8s-aws-id is not a signed header"
+    )
+    later = datetime.now(UTC) + timedelta(minutes=16)
+    assert token_problem(token, "prod", now=later) == "expired"
+    mismatch = "signature does not match this cluster's name or a live key"
+    assert token_problem(token, "dev") == mismatch
+    assert (
+        token_problem(wrap(url.replace("X-Amz-Expires=60", "X-Amz-Expires=900")), "prod")
+        == mismatch
+    )
+    aws.revoke(key)
+    assert token_problem(token, "prod") == mismatch
+
+
+async def test_eks_refuses_bad_keys_and_missing_rights(aws: EksStandIn) -> None:
+    key = aws.user()
+    with pytest.raises(ClientError, match="SignatureDoesNotMatch"):
+        await eks_call(
+            aws_session(AccessKey(key.access_key_id, "wrong", key.user_name, key.account_id)),
+            aws,
+            "eu-west-1",
+            "list_clusters",
+        )
+    unknown = AccessKey(
+        "AKIAUNKNOWNUNKNOWN00", key.secret_access_key, key.user_name, key.account_id
+    )
+    async with aws_session(unknown).client(
+        "sts", region_name="eu-west-1", endpoint_url=aws.url
+    ) as sts:
+        with pytest.raises(ClientError, match="InvalidClientTokenId"):
+            await sts.get_caller_identity()
+    powerless = aws.user(actions=["sts:GetCallerIdentity"])
+    with pytest.raises(ClientError, match="AccessDenied"):
+        await eks_call(aws_session(powerless), aws, "eu-west-1", "list_clusters")
+
+
+async def test_eks_assumed_role_sees_its_own_accounts_clusters(
+    aws: EksStandIn, eks_clusters: dict[str, KubeStandIn]
+) -> None:
+    prod = eks_clusters["prod"]
+    aws.add_cluster("eu-west-1", "theirs", prod.url, prod.ca_pem, account_id="111122223333")
+    role_arn = aws.role("111122223333")
+    async with aws_session(aws.user()).client(
+        "sts", region_name="eu-west-1", endpoint_url=aws.url
+    ) as sts:
+        assumed = (await sts.assume_role(RoleArn=role_arn, RoleSessionName="spacedock"))[
+            "Credentials"
+        ]
+    session = aioboto3.Session(
+        aws_access_key_id=assumed["AccessKeyId"],
+        aws_secret_access_key=assumed["SecretAccessKey"],
+        aws_session_token=assumed["SessionToken"],
+    )
+    assert (await eks_call(session, aws, "eu-west-1", "list_clusters"))["clusters"] == ["theirs"]
+    token = await mint_eks_token(session, aws, "eu-west-1", "theirs")
+    assert token_problem(token, "theirs") is None
+
+
+async def test_eks_throttling_switch(aws: EksStandIn, eks_clusters: dict[str, KubeStandIn]) -> None:
+    session = aws_session(aws.user())
+    aws.throttle(times=1)
+    try:
+        with pytest.raises(ClientError, match="ThrottlingException"):
+            await eks_call(session, aws, "eu-west-1", "list_clusters")
+        assert (await eks_call(session, aws, "eu-west-1", "list_clusters"))["clusters"] == ["prod"]
+        aws.throttle()
+        async with session.client("sts", region_name="eu-west-1", endpoint_url=aws.url) as sts:
+            assert (await sts.get_caller_identity())["Account"] == "123456789012"  # STS unthrottled
+        with pytest.raises(ClientError, match="Rate exceeded"):
+            await eks_call(session, aws, "eu-west-1", "list_clusters")
+    finally:
+        aws.heal()
