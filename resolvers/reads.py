@@ -79,6 +79,7 @@ VIEW_POLICY = {
     "CloudAccount": "cloudaccount:view",
     "Space": "space:view",
     "Environment": "environment:view",
+    "CloudSpace": "cloudspace:view",
 }
 
 
@@ -94,6 +95,7 @@ async def node(context: Context, object_id: str) -> tuple[str, Any] | None:
         "CloudAccount": loaders.cloud_account,
         "Space": loaders.space,
         "Environment": loaders.environment,
+        "CloudSpace": loaders.cloud_space,
     }
     loader = by_kind[kind]
     row = await loader.load(object_id)

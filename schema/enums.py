@@ -91,3 +91,31 @@ class UserErrorCode(enum.Enum):
         "PROVIDER_ERROR",
         description="The cloud or cluster could not be reached or refused; the message says why.",
     )
+
+
+@strawberry.enum(description="Where a CloudSpace stands in its lifecycle.")
+class CloudSpacePhase(enum.Enum):
+    PENDING = strawberry.enum_value("PENDING", description="Created; waiting for the reconciler.")
+    PROVISIONING = strawberry.enum_value(
+        "PROVISIONING",
+        description="The host namespace, its quota and the vCluster are being set up.",
+    )
+    INSTALLING_FLUX = strawberry.enum_value(
+        "INSTALLING_FLUX",
+        description="The vCluster is up; its tenant account, quotas and Flux are being installed.",
+    )
+    READY = strawberry.enum_value(
+        "READY", description="Healthy and ready for apps; re-checked every reconcile interval."
+    )
+    FAILED = strawberry.enum_value(
+        "FAILED",
+        description="A step failed (the reason is in message); retried with backoff from that step.",
+    )
+    DELETING = strawberry.enum_value(
+        "DELETING",
+        description="Being removed; message names what blocks the removal while it lingers.",
+    )
+    DELETED = strawberry.enum_value(
+        "DELETED",
+        description="Terminal: the CloudSpace and its vClusters are gone; sent once as the last event.",
+    )

@@ -6,17 +6,28 @@ from typing import Annotated
 
 import strawberry
 
-from resolvers import reads
+from resolvers import cloudspaces, reads
 from schema.arguments import After, First, ObjectId
 from schema.enums import Role
 from schema.inputs import SpaceFilter
-from schema.types import CloudAccount, Connection, Environment, GraphInfo, Node, Org, Space, Viewer
+from schema.types import (
+    CloudAccount,
+    CloudSpace,
+    Connection,
+    Environment,
+    GraphInfo,
+    Node,
+    Org,
+    Space,
+    Viewer,
+)
 
 NODE_TYPES: dict[str, type] = {
     "Org": Org,
     "CloudAccount": CloudAccount,
     "Space": Space,
     "Environment": Environment,
+    "CloudSpace": CloudSpace,
 }
 
 
@@ -91,3 +102,14 @@ class Query:
         self, info: GraphInfo, first: First = None, after: After = None
     ) -> Connection[Environment]:
         return Connection.of(await reads.environments_page(info.context, first, after), Environment)
+
+    @strawberry.field(description="The org's CloudSpaces, oldest first.")
+    async def cloud_spaces(
+        self, info: GraphInfo, first: First = None, after: After = None
+    ) -> Connection[CloudSpace]:
+        return Connection.of(await cloudspaces.page(info.context, first, after), CloudSpace)
+
+    @strawberry.field(description="One of the org's CloudSpaces; null for unknown or foreign ids.")
+    async def cloud_space(self, info: GraphInfo, id: ObjectId) -> CloudSpace | None:
+        row = await reads.one(info.context, "CloudSpace", id)
+        return None if row is None else CloudSpace.from_row(row)

@@ -8,7 +8,8 @@ Use (see tests/test_standin_clouds.py):
         principal = azure.service_principal()      # tenant, client id, secret, subscription
         azure.add_cluster(principal.subscription_id, "rg-1", "aks-1", kube.url, kube.ca_pem)
         kube.accept_tokens_when(azure.is_valid_aks_token)
-    # spacedock: AZURE_AUTHORITY_HOST = SPACEDOCK_AZURE_RESOURCE_MANAGER_ENDPOINT = azure.url
+    # spacedock server process: env=azure.env (AZURE_AUTHORITY_HOST and
+    # SPACEDOCK_AZURE_RESOURCE_MANAGER_ENDPOINT = azure.url, plus trust)
 
 - What azure-identity calls: its async `ClientSecretCredential` (azure-identity
   1.27; the async credential does not go through MSAL) makes exactly one request
@@ -114,6 +115,15 @@ class AzureStandIn(HttpsStandIn):
         self._subscriptions: dict[str, str] = {}  # subscription -> tenant
         self._tokens: dict[str, _Token] = {}
         self._clusters: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    @property
+    def env(self) -> dict[str, str]:
+        """For a spacedock server process."""
+        return {
+            "AZURE_AUTHORITY_HOST": self.url,
+            "SPACEDOCK_AZURE_RESOURCE_MANAGER_ENDPOINT": self.url,
+            **self.trust_env,
+        }
 
     # -- what tests set up ------------------------------------------------
     def service_principal(

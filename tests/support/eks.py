@@ -35,13 +35,17 @@ Use (see tests/test_standin_clouds.py):
 - Tokens: `token_problem(token, cluster)` says why a bearer token is not an
   EKS token for `cluster`, or None when it is. It checks the structure as
   aws-iam-authenticator does (the `k8s-aws-v1.` prefix, base64url without
-  padding, a presigned STS `GetCallerIdentity` URL with `X-Amz-Expires`, a
-  `X-Amz-Date` less than 15 minutes old, `host` and `x-k8s-aws-id` among the
-  signed headers), then recomputes the SigV4 signature with the secret moto
-  holds for the URL's access key and `x-k8s-aws-id: <cluster>`, which is what
-  makes the token name this very cluster (AWS checks it by calling STS with
-  that header). Nothing else of STS is called; a token from a deleted key
-  fails. `token_check(cluster)` wraps it for `KubeStandIn.accept_tokens_when`.
+  padding, an https URL on an STS host, `sts.amazonaws.com` or
+  `sts.<region>.amazonaws.com`, presigning `GetCallerIdentity` with
+  `X-Amz-Expires`, a `X-Amz-Date` less than 15 minutes old, `host` and
+  `x-k8s-aws-id` among the signed headers), then recomputes the SigV4
+  signature with the secret moto holds for the URL's access key and
+  `x-k8s-aws-id: <cluster>`, which is what makes the token name this very
+  cluster (AWS checks it by calling STS with that header). No STS call is
+  made; a token from a deleted key fails. `aws.token_check(cluster)` wraps it
+  for `KubeStandIn.accept_tokens_when`; `aws.token_check()` accepts a token
+  naming any cluster moto holds (for one Kubernetes stand-in playing many
+  clusters, where the binding to one cluster is not checked).
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ import base64
 import binascii
 import datetime as dt
 import json
+import os
+import re
 import sys
 import threading
 import uuid
@@ -77,6 +83,7 @@ from tests.support.server import free_port
 DEFAULT_ACCOUNT = "123456789012"
 EKS_READ = ("eks:ListClusters", "eks:DescribeCluster", "sts:AssumeRole")
 TOKEN_PREFIX = "k8s-aws-v1."
+STS_HOST = re.compile(r"^sts(\.[a-z0-9-]+)?\.amazonaws\.com$")
 TOKEN_LIFETIME = dt.timedelta(minutes=15)
 CLOCK_SKEW = dt.timedelta(minutes=5)
 
@@ -122,8 +129,15 @@ class EksStandIn:
 
     @property
     def env(self) -> dict[str, str]:
-        """For a spacedock server process."""
-        return {"AWS_ENDPOINT_URL": self.url, "AWS_EC2_METADATA_DISABLED": "true"}
+        """For a spacedock server process: every AWS call goes to moto, and the
+        default credential chain never reads this machine's files nor asks the
+        instance metadata service."""
+        return {
+            "AWS_ENDPOINT_URL": self.url,
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        }
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> EksStandIn:
@@ -246,8 +260,20 @@ class EksStandIn:
         self.throttled_calls = 0
 
     # -- tokens ---------------------------------------------------------------
-    def token_check(self, cluster: str) -> Callable[[str], bool]:
-        return lambda token: token_problem(token, cluster) is None
+    def token_check(self, cluster: str | None = None) -> Callable[[str], bool]:
+        """Yes to an EKS token naming `cluster`, or any cluster moto holds when None."""
+        if cluster is not None:
+            return lambda token: token_problem(token, cluster) is None
+        return lambda token: any(token_problem(token, name) is None for name in _cluster_names())
+
+
+def _cluster_names() -> set[str]:
+    return {
+        name
+        for regions in list(eks_backends.values())
+        for backend in list(regions.values())
+        for name in list(backend.clusters)
+    }
 
 
 def token_problem(token: str, cluster: str, now: dt.datetime | None = None) -> str | None:
@@ -262,6 +288,8 @@ def token_problem(token: str, cluster: str, now: dt.datetime | None = None) -> s
     except (binascii.Error, UnicodeDecodeError):
         return "not base64url"
     parts = urlsplit(url)
+    if parts.scheme != "https" or not STS_HOST.match(parts.netloc):
+        return "not an STS host"
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     if query.get("Action") != "GetCallerIdentity" or query.get("Version") != "2011-06-15":
         return "not an STS GetCallerIdentity URL"

@@ -736,9 +736,21 @@ class KubeApi:
                 f"namespace {namespace} because it is being terminated",
             )
 
+    @staticmethod
+    def _check_same_namespace(resource: Resource, namespace: str, obj: Obj) -> None:
+        given = (obj.get("metadata") or {}).get("namespace")
+        if resource.namespaced and given and given != namespace:
+            raise ApiError(
+                400,
+                "BadRequest",
+                "the namespace of the provided object does not match the namespace sent on "
+                "the request",
+            )
+
     def _create(self, resource: Resource, namespace: str, obj: Obj) -> Obj:
         name = obj.get("metadata", {}).get("name")
         self._check_name(resource, name)
+        self._check_same_namespace(resource, namespace, obj)
         if self._find(resource, namespace, name) is not None:
             raise ApiError(409, "AlreadyExists", f'{resource.qualified} "{name}" already exists')
         self._check_namespace(resource, namespace, name)
@@ -802,6 +814,7 @@ class KubeApi:
                 f"the name of the object ({config['metadata']['name']}) does not match the "
                 f"name on the URL ({name})",
             )
+        self._check_same_namespace(resource, namespace, config)
         for fault in self._apply_faults:
             if fault.matches(resource.kind, name) and fault.times != 0:
                 if fault.times is not None:
