@@ -442,6 +442,31 @@ async def test_azure_switches_bad_secret_rotation_and_throttling(
 
 
 @pytest.mark.usefixtures("authority")
+async def test_azure_lists_clusters_in_pages_with_next_links(
+    azure: AzureStandIn, arm: aiohttp.ClientSession, kube_cluster: KubeStandIn
+) -> None:
+    principal = azure.service_principal()
+    for name in ("a1", "a2", "a3"):
+        azure.add_cluster(
+            principal.subscription_id, "rg", name, kube_cluster.url, kube_cluster.ca_pem
+        )
+    token = await azure_token(azure, principal, ARM_SCOPE)
+    azure.page_size = 2
+    try:
+        path = f"/subscriptions/{principal.subscription_id}/providers/Microsoft.ContainerService/managedClusters"
+        _, first = await arm_call(arm, "GET", path, token)
+        async with arm.get(
+            first["nextLink"], headers={"Authorization": f"Bearer {token}"}
+        ) as response:
+            second = await response.json()
+    finally:
+        azure.page_size = 100
+    assert [c["name"] for c in first["value"]] == ["a1", "a2"]
+    assert [c["name"] for c in second["value"]] == ["a3"]
+    assert "nextLink" not in second
+
+
+@pytest.mark.usefixtures("authority")
 async def test_azure_tokens_expire_as_announced(
     azure: AzureStandIn, azure_principal: ServicePrincipal, kube_cluster: KubeStandIn
 ) -> None:
@@ -674,3 +699,23 @@ async def test_eks_throttling_switch(aws: EksStandIn, eks_clusters: dict[str, Ku
             await eks_call(session, aws, "eu-west-1", "list_clusters")
     finally:
         aws.heal()
+
+
+async def test_eks_standins_in_one_process_leave_each_other_alone(
+    aws: EksStandIn, eks_clusters: dict[str, KubeStandIn]
+) -> None:
+    """A session-wide stand-in and a module's own may run at once: stopping one
+    removes only what it made and leaves authentication on for the other."""
+    key = aws.user()
+    with EksStandIn() as other:
+        other_key = other.user()
+        other.add_cluster("eu-west-1", "short-lived", aws.url, eks_clusters["prod"].ca_pem)
+        listed = await eks_call(aws_session(other_key), other, "eu-west-1", "list_clusters")
+        assert listed["clusters"] == ["prod", "short-lived"]
+    listed = await eks_call(aws_session(key), aws, "eu-west-1", "list_clusters")
+    assert listed["clusters"] == ["prod"]
+    with pytest.raises(ClientError, match="InvalidClientTokenId"):
+        await eks_call(aws_session(other_key), aws, "eu-west-1", "list_clusters")
+    wrong = AccessKey(key.access_key_id, "wrong", key.user_name, key.account_id)
+    with pytest.raises(ClientError, match="SignatureDoesNotMatch"):
+        await eks_call(aws_session(wrong), aws, "eu-west-1", "list_clusters")

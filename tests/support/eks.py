@@ -25,6 +25,12 @@ Use (see tests/test_standin_clouds.py):
   (any principal may assume it) with the same rights in another account, so
   an assumed role sees that account's clusters. (moto verifies the signature
   of a GET wrongly; `start()` corrects that one method.)
+- moto's backends and settings are process-wide: several stand-ins may run at
+  once (a session-wide one and a module's own), authentication stays on until
+  the last one stops, and `stop()` removes only the users, roles and clusters
+  that stand-in made. `aws.env` also points `AWS_CONFIG_FILE` and
+  `AWS_SHARED_CREDENTIALS_FILE` at /dev/null and disables the instance
+  metadata service, so a server's default chain finds only what a test sets.
 - `add_cluster(region, name, server_url, ca_pem, account_id=…)`: an ACTIVE
   cluster whose `endpoint` is `server_url` and `certificateAuthority.data`
   is base64 of the CA PEM, as EKS answers.
@@ -75,7 +81,6 @@ from moto.moto_server.werkzeug_app import (
     MotoRequestHandler,
     create_backend_app,
 )
-from moto.sts.models import sts_backends
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from tests.support.server import free_port
@@ -113,6 +118,8 @@ def _create_aws_request_fixed(self: Any) -> AWSRequest:
 
 
 _ORIGINAL_CREATE_AWS_REQUEST = access_control.IAMRequestBase._create_aws_request
+_RUNNING: list[EksStandIn] = []  # moto's settings are process-wide: set while any runs
+_AUTH_COUNT_BEFORE: list[float] = []
 
 
 class EksStandIn:
@@ -121,7 +128,7 @@ class EksStandIn:
         self.throttled_calls = 0
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
-        self._auth_count_before = settings.INITIAL_NO_AUTH_ACTION_COUNT
+        self._undo: list[Callable[[], None]] = []
 
     @property
     def url(self) -> str:
@@ -153,20 +160,27 @@ class EksStandIn:
             target=self._server.serve_forever, name="eks-standin", daemon=True
         )
         self._thread.start()
-        access_control.IAMRequestBase._create_aws_request = _create_aws_request_fixed  # type: ignore[method-assign]
-        settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
+        if not _RUNNING:
+            _AUTH_COUNT_BEFORE[:] = [settings.INITIAL_NO_AUTH_ACTION_COUNT]
+            access_control.IAMRequestBase._create_aws_request = _create_aws_request_fixed  # type: ignore[method-assign]
+            settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
+        _RUNNING.append(self)
         return self
 
     def stop(self) -> None:
-        settings.INITIAL_NO_AUTH_ACTION_COUNT = self._auth_count_before
-        access_control.IAMRequestBase._create_aws_request = _ORIGINAL_CREATE_AWS_REQUEST  # type: ignore[method-assign]
+        """Stops serving and removes what this stand-in made (users, roles,
+        clusters); moto's backends are shared by every stand-in of the process."""
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        for backends in (iam_backends, sts_backends, eks_backends):
-            backends.reset()
+        for undo in reversed(self._undo):
+            undo()
+        _RUNNING.remove(self)
+        if not _RUNNING:
+            settings.INITIAL_NO_AUTH_ACTION_COUNT = _AUTH_COUNT_BEFORE[0]
+            access_control.IAMRequestBase._create_aws_request = _ORIGINAL_CREATE_AWS_REQUEST  # type: ignore[method-assign]
 
     def __enter__(self) -> EksStandIn:
         return self.start()
@@ -203,6 +217,14 @@ class EksStandIn:
         iam.create_user(region_name="us-east-1", user_name=user_name)
         iam.put_user_policy(user_name, "spacedock", _policy(actions))
         key = iam.create_access_key(user_name)
+
+        def delete_user() -> None:
+            for left in iam.list_access_keys(user_name):
+                iam.delete_access_key(left.access_key_id, user_name)
+            iam.delete_user_policy(user_name, "spacedock")
+            iam.delete_user(user_name)
+
+        self._undo.append(delete_user)
         return AccessKey(key.access_key_id, key.secret_access_key, user_name, account_id)
 
     def role(
@@ -226,6 +248,12 @@ class EksStandIn:
             max_session_duration=None,
         )
         iam.put_role_policy(role.name, "spacedock", _policy(actions))
+
+        def delete_role() -> None:
+            iam.delete_role_policy(role.name, "spacedock")
+            iam.delete_role(role.name)
+
+        self._undo.append(delete_role)
         arn: str = role.arn
         return arn
 
@@ -249,9 +277,10 @@ class EksStandIn:
         )
         cluster.endpoint = server_url.rstrip("/")
         cluster.certificate_authority = {"data": base64.b64encode(ca_pem.encode()).decode()}
+        self._undo.append(lambda: self.remove_cluster(region, name, account_id))
 
     def remove_cluster(self, region: str, name: str, account_id: str = DEFAULT_ACCOUNT) -> None:
-        del eks_backends[account_id][region].clusters[name]
+        eks_backends[account_id][region].clusters.pop(name, None)
 
     def throttle(self, times: int = sys.maxsize) -> None:
         self.throttled_calls = times
