@@ -25,6 +25,12 @@ Use (see tests/test_standin_clouds.py):
   (any principal may assume it) with the same rights in another account, so
   an assumed role sees that account's clusters. (moto verifies the signature
   of a GET wrongly; `start()` corrects that one method.)
+- moto's backends and settings are process-wide: several stand-ins may run at
+  once (a session-wide one and a module's own), authentication stays on until
+  the last one stops, and `stop()` removes only the users, roles and clusters
+  that stand-in made. `aws.env` also points `AWS_CONFIG_FILE` and
+  `AWS_SHARED_CREDENTIALS_FILE` at /dev/null and disables the instance
+  metadata service, so a server's default chain finds only what a test sets.
 - `add_cluster(region, name, server_url, ca_pem, account_id=…)`: an ACTIVE
   cluster whose `endpoint` is `server_url` and `certificateAuthority.data`
   is base64 of the CA PEM, as EKS answers.
