@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.rbac import Viewer
+from core.roles import RoleView
 from core.services import Services
 from resolvers.loaders import Loaders
 
@@ -18,6 +19,8 @@ class Context:
     # Set by strawberry from the graphql-transport-ws connection_init payload.
     connection_params: dict[str, Any] = field(default_factory=dict)
     _loaders: Loaders | None = None
+    # The org's custom roles by id, read once per request when a token's role is asked for.
+    custom_roles: dict[str, RoleView] | None = None
 
     @property
     def caller(self) -> Viewer:
