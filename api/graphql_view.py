@@ -339,8 +339,7 @@ class GraphQLView(GraphQL[Context, None]):
             if declared.isdigit() and int(declared) > self.limits.max_body_bytes:
                 raise HTTPException(413, too_large(self.limits))
         try:
-            async with self.services.unit() as unit:
-                viewer = await authenticate(unit, request.headers.get("authorization"))
+            viewer = await authenticate(self.services, request.headers.get("authorization"))
         except Unauthenticated as refused:
             outages.reached()
             return unauthenticated(refused.message)
@@ -377,8 +376,7 @@ class GraphQLView(GraphQL[Context, None]):
 
     async def on_ws_connect(self, context: Context) -> None:
         try:
-            async with self.services.unit() as unit:
-                viewer = await authenticate(unit, authorization_of(context.connection_params))
+            viewer = await authenticate(self.services, authorization_of(context.connection_params))
         except Unauthenticated:
             raise ConnectionRejectionError() from None
         context.viewer = viewer

@@ -32,8 +32,7 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 def kubeconfig_endpoint(services: Services) -> Callable[[Request], Awaitable[Response]]:
     async def download(request: Request) -> Response:
         try:
-            async with services.unit() as unit:
-                viewer = await authenticate(unit, request.headers.get("authorization"))
+            viewer = await authenticate(services, request.headers.get("authorization"))
         except Unauthenticated as refused:
             return unauthenticated(refused.message)
         context = Context(services=services, viewer=viewer)

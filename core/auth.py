@@ -10,7 +10,7 @@ from __future__ import annotations
 from core import tokens
 from core.errors import Unauthenticated
 from core.rbac import Viewer
-from core.services import Unit
+from core.services import Services
 
 __all__ = ["Unauthenticated", "authenticate", "bearer_of"]
 
@@ -27,7 +27,15 @@ def bearer_of(authorization: str | None) -> str:
     return credential.strip()
 
 
-async def authenticate(unit: Unit, authorization: str | None) -> Viewer:
-    """The caller for an Authorization value; Unauthenticated says why not."""
+async def authenticate(services: Services, authorization: str | None) -> Viewer:
+    """The caller for an Authorization value; Unauthenticated says why not.
+
+    The lookup reads only (on SQLite it never waits for the write lock); the once-a-minute
+    lastUsedAt write, when due, is a short unit of its own."""
     credential = bearer_of(authorization)
-    return await tokens.authenticate_token(unit, credential)
+    async with services.unit(read_only=True) as unit:
+        viewer, used_long_ago = await tokens.authenticate_token(unit, credential)
+    if used_long_ago and viewer.token_id is not None:
+        async with services.unit() as unit:
+            await tokens.mark_used(unit, viewer.token_id)
+    return viewer

@@ -158,8 +158,9 @@ async def revoke_by_operator(unit: Unit, org_name: str, token_id: str) -> ApiTok
         return None
 
 
-async def authenticate_token(unit: Unit, token: str) -> Viewer:
-    """The Viewer for an API token; Unauthenticated when it is unknown, revoked or expired."""
+async def authenticate_token(unit: Unit, token: str) -> tuple[Viewer, bool]:
+    """The Viewer for an API token, and whether its lastUsedAt is due a write (a minute
+    has passed); Unauthenticated when it is unknown, revoked or expired."""
     found = await repo.token_with_org(unit.session, token_hash(token))
     if found is None:
         raise Unauthenticated("Unknown API token.")
@@ -168,9 +169,8 @@ async def authenticate_token(unit: Unit, token: str) -> Viewer:
         raise Unauthenticated(f"This API token was revoked at {row.revoked_at:%Y-%m-%dT%H:%M:%SZ}.")
     if row.expires_at is not None and row.expires_at <= unit.now:
         raise Unauthenticated(f"This API token expired at {row.expires_at:%Y-%m-%dT%H:%M:%SZ}.")
-    if row.last_used_at is None or unit.now - row.last_used_at >= LAST_USED_EVERY:
-        await repo.mark_token_used(unit.session, row.id, unit.now)
-    return Viewer(
+    due = row.last_used_at is None or unit.now - row.last_used_at >= LAST_USED_EVERY
+    viewer = Viewer(
         org_id=org.id,
         org_name=org.name,
         role=Role(row.role),
@@ -180,6 +180,11 @@ async def authenticate_token(unit: Unit, token: str) -> Viewer:
         token_id=row.id,
         expires_at=row.expires_at,
     )
+    return viewer, due
+
+
+async def mark_used(unit: Unit, token_id: str) -> None:
+    await repo.mark_token_used(unit.session, token_id, unit.now)
 
 
 async def still_valid(unit: Unit, token_ids: list[str]) -> set[str]:

@@ -21,14 +21,11 @@ async def list_roles(context: Context) -> list[roles.RoleView]:
 
 
 async def role_of_token(context: Context, row: ApiToken) -> roles.RoleView:
-    if row.custom_role_id is None or row.role != Role.CUSTOM.value:
+    if row.custom_role_id is None:
         return roles.system_view(Role(row.role))
-    custom = context.custom_roles
-    if custom is None:
-        async with context.services.read() as session:
-            custom = {r.id: roles.view_of(r) for r in await repo.roles_of(session, row.org_id)}
-        context.custom_roles = custom
-    return custom[row.custom_role_id]
+    custom = await context.loaders.custom_role.load(row.custom_role_id)
+    assert custom is not None, "a role in use by a token is never deleted"
+    return roles.view_of(custom)
 
 
 async def tokens_page(

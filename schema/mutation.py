@@ -264,7 +264,6 @@ class Mutation:
             return CreateApiTokenPayload(
                 api_token=None, token=None, user_errors=user_errors(problems)
             )
-        info.context.custom_roles = None  # a role read before this call may be stale
         return CreateApiTokenPayload(
             api_token=ApiToken.from_row(minted.row), token=minted.secret, user_errors=[]
         )

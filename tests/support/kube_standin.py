@@ -98,6 +98,7 @@ class HostileAnswer:
     # Sent after `body` in chunks without a Content-Length: a body larger than memory
     # would hold, produced as it is sent.
     stream: Iterator[bytes] | None = None
+    pause_s: float = 0.0  # between streamed chunks: a slow or dripping sender
 
 
 def huge_namespace_list(total_bytes: int) -> Iterator[bytes]:
@@ -315,6 +316,8 @@ class KubeStandIn:
             await streamed.write(answer.body)
             for chunk in answer.stream:
                 await streamed.write(chunk)
+                if answer.pause_s:
+                    await asyncio.sleep(answer.pause_s)
         except (ConnectionResetError, ConnectionError):
             pass  # the client stopped reading: what a bounded client does
         return streamed
