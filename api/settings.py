@@ -66,6 +66,9 @@ class Settings:
     metrics_token: str | None = None
     # issue 7 (hostile clusters): how much of one cluster answer is read.
     cluster_max_body_bytes: int = 4 * 2**20
+    live_calls_per_request: int = 20
+    live_call_concurrency: int = 5
+    live_calls_per_server: int = 64
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -85,6 +88,9 @@ class Settings:
             max_subscriptions_per_token=int(_number("SPACEDOCK_MAX_SUBSCRIPTIONS_PER_TOKEN", 500)),
             metrics_token=os.environ.get("SPACEDOCK_METRICS_TOKEN") or None,
             cluster_max_body_bytes=int(_number("SPACEDOCK_CLUSTER_MAX_BODY_BYTES", 4 * 2**20)),
+            live_calls_per_request=int(_number("SPACEDOCK_LIVE_CALLS_PER_REQUEST", 20)),
+            live_call_concurrency=int(_number("SPACEDOCK_LIVE_CALL_CONCURRENCY", 5)),
+            live_calls_per_server=int(_number("SPACEDOCK_LIVE_CALLS_PER_SERVER", 64)),
         )
 
     def secret_box(self) -> SecretBox:

@@ -145,6 +145,9 @@ class KubeStandIn:
         self._serving_wrong_ca = False
         self.redirect_to: str | None = None
         self.redirect_status = 302
+        # Per call ("GET /api/v1/namespaces"): being answered now, and the most at once.
+        self.in_flight: Counter[str] = Counter()
+        self.most_in_flight: Counter[str] = Counter()
         self.answers: dict[str, HostileAnswer] = {}  # "GET /api/v1/namespaces": what to send
 
     # -- lifecycle -------------------------------------------------------
@@ -265,7 +268,16 @@ class KubeStandIn:
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         match = ROUTE.match(request.path)
         api = match.group("api") if match else request.path
-        self.requests[f"{request.method} {api.split('?')[0]}"] += 1
+        call = f"{request.method} {api.split('?')[0]}"
+        self.requests[call] += 1
+        self.in_flight[call] += 1
+        self.most_in_flight[call] = max(self.most_in_flight[call], self.in_flight[call])
+        try:
+            return await self._answer(request, api)
+        finally:
+            self.in_flight[call] -= 1
+
+    async def _answer(self, request: web.Request, api: str) -> web.StreamResponse:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if self.redirect_to is not None:
