@@ -9,6 +9,8 @@ import logging
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -44,6 +46,7 @@ def build_services(settings: Settings) -> Services:
         health=HealthRule(settings.probe_interval_s),
         deny_networks=settings.cluster_deny_cidrs,
         cloudspaces=settings.cloudspaces,
+        live_field_timeout_s=settings.live_field_timeout_s,
     )
 
 
@@ -103,6 +106,23 @@ def samples(services: Services, stats: ProbeStats) -> list[Sample]:
     ]
 
 
+def cors(origins: tuple[str, ...]) -> list[Middleware]:
+    """Browsers on these origins may call every HTTP route (GraphQL, the REST kubeconfig
+    routes) with a bearer token; none when unset. WebSockets check their Origin in the
+    GraphQL view, since browsers do not preflight them."""
+    if not origins:
+        return []
+    return [
+        Middleware(
+            CORSMiddleware,
+            allow_origins=list(origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+            max_age=600,
+        )
+    ]
+
+
 def create_app(settings: Settings) -> Starlette:
     services = build_services(settings)
     view = GraphQLView(
@@ -112,6 +132,7 @@ def create_app(settings: Settings) -> Starlette:
             read_timeout_s=settings.request_read_timeout_s,
             max_subscriptions_per_token=settings.max_subscriptions_per_token,
         ),
+        allowed_origins=settings.cors_origins,
     )
     probes = build_probe_loop(settings, services)
 
@@ -163,6 +184,6 @@ def create_app(settings: Settings) -> Starlette:
     ]
     if graphiql.ASSETS.is_dir():
         routes.append(Mount("/graphiql", StaticFiles(directory=graphiql.ASSETS), name="graphiql"))
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=cors(settings.cors_origins))
     app.state.services = services
     return app
