@@ -94,6 +94,8 @@ class Settings:
     # long a live field such as Space.namespaces may wait on one cluster.
     cors_origins: tuple[str, ...] = ()
     live_field_timeout_s: float = 2.0
+    # issue 7 (hostile clusters): how much of one cluster answer is read.
+    cluster_max_body_bytes: int = 4 * 2**20
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -114,6 +116,7 @@ class Settings:
             metrics_token=os.environ.get("SPACEDOCK_METRICS_TOKEN") or None,
             cors_origins=_origins("SPACEDOCK_CORS_ORIGINS"),
             live_field_timeout_s=_number("SPACEDOCK_LIVE_FIELD_TIMEOUT_S", 2.0),
+            cluster_max_body_bytes=int(_number("SPACEDOCK_CLUSTER_MAX_BODY_BYTES", 4 * 2**20)),
         )
 
     def secret_box(self) -> SecretBox:

@@ -68,7 +68,11 @@ async def list_namespaces(services: Services, viewer: Viewer, space: Space) -> l
         # slow cluster nulls its own field and does not hold up the page.
         async with asyncio.timeout(services.live_field_timeout_s):
             credentials = await _credentials(services, space)
-            found = await kube.list_namespaces(credentials, deny=services.deny_networks)
+            found = await kube.list_namespaces(
+                credentials,
+                deny=services.deny_networks,
+                max_body_bytes=services.cluster_max_body_bytes,
+            )
     except ProviderError as failed:
         raise ApiError("PROVIDER_ERROR", failed.reason) from failed
     except TimeoutError:
@@ -130,6 +134,7 @@ async def create_on_cluster(services: Services, target: CreationTarget) -> Names
             target.name,
             {MANAGED_BY_LABEL: MANAGER},
             deny=services.deny_networks,
+            max_body_bytes=services.cluster_max_body_bytes,
         )
     except kube.AlreadyExists as exists:
         raise UserErrors.one(

@@ -21,6 +21,7 @@ from core.secrets import SecretBox
 from core.vclusters import CloudSpaceSettings
 from db.engine import Database
 from providers.credentials import CredentialCache
+from providers.network import DEFAULT_MAX_BODY_BYTES
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -49,6 +50,8 @@ class Services:
     health: HealthRule
     # API servers in these networks are never contacted (besides link-local, always denied).
     deny_networks: tuple[IPNetwork, ...] = ()
+    # The most a cluster call reads of one answer (SPACEDOCK_CLUSTER_MAX_BODY_BYTES).
+    cluster_max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     credentials: CredentialCache = field(default_factory=CredentialCache)
     # Set when a space needs probing now (registration, a lifted hold).
     probe_wanted: asyncio.Event = field(default_factory=asyncio.Event)

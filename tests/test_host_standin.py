@@ -171,6 +171,7 @@ async def start_vcluster(host: HostStandIn, ns: str, name: str) -> dict[str, str
 async def test_server_side_apply_creates_once_then_updates_only_on_change(
     host: HostStandIn,
 ) -> None:
+    host.api.stall("web")  # no status updates: only applies may move resourceVersion
     async with host_client(host) as client:
         core, apps = apis(client)
         await core.patch_namespace("cs-apply", namespace("cs-apply"), **APPLY)
