@@ -189,8 +189,12 @@ async def test_every_connection_init_shape_frontends_send_is_accepted(
             {"headers": "Bearer x"},
             'Send {"Authorization": "Bearer <token>"} in the connection_init payload.',
         ),
-        ({"Authorization": "Bearer sdk_not-a-token"}, "Invalid or revoked API token."),
-        ({"headers": {"Authorization": "Bearer sdk_nope"}}, "Invalid or revoked API token."),
+        ({"Authorization": "Bearer sdk_not-a-token"}, "Unknown API token."),
+        ({"headers": {"Authorization": "Bearer sdk_nope"}}, "Unknown API token."),
+        (
+            {"Authorization": "Basic dXNlcjpwYXNz"},
+            "The Authorization header must be `Bearer <token>`.",
+        ),
     ],
 )
 async def test_a_refused_connection_init_says_what_to_send(
