@@ -60,8 +60,10 @@ class Services:
     reconcile_wanted: asyncio.Event = field(default_factory=asyncio.Event)
 
     @asynccontextmanager
-    async def unit(self) -> AsyncIterator[Unit]:
-        async with self.database.transaction() as session:
+    async def unit(self, read_only: bool = False) -> AsyncIterator[Unit]:
+        """`read_only`: the unit never writes, so on SQLite it need not wait for the
+        write lock (see db.engine)."""
+        async with self.database.transaction(read_only) as session:
             unit = Unit(session)
             yield unit
         for channel, payload in unit.outbox:
@@ -73,5 +75,6 @@ class Services:
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
-        async with self.database.transaction() as session:
+        """A short read-only transaction."""
+        async with self.database.transaction(read_only=True) as session:
             yield session

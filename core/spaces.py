@@ -6,28 +6,27 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from core import accounts
+from core import accounts, cluster_endpoints
 from core.errors import Problems, UserErrors
 from core.events import SPACE_STATUS
-from core.health import OPERATOR_HOLD, stored_status
+from core.health import stored_status
 from core.ids import new_id
 from core.names import check_new_name, cloud_name_problem
 from core.rbac import Viewer
 from core.secrets import SecretBox
 from core.services import Unit
+from core.status_rules import HOLD_LIFTED, OPERATOR_HOLD, REGISTERED
+from core.statuses import SpaceStatus
 from db import cloud_accounts as account_repo
 from db import cloudspaces as cloudspace_repo
 from db import owned
 from db import spaces as repo
 from db.tables import CloudAccount, Space, SpaceStatusEvent
-from providers.network import denied_address
 
-PROVIDERS = ("AWS", "GCP", "AZURE", "GENERIC")
 PUBLIC_CONFIG = ("clusterName", "region", "projectId", "resourceGroup", "subscriptionId", "server")
 GENERIC_SECRETS = ("caCert", "serviceAccountToken", "clientCertificate", "clientKey")
 # What each provider's config needs beyond clusterName, and what it may carry.
@@ -43,7 +42,6 @@ ALLOWED = {
     "AZURE": {"clusterName", "region", "resourceGroup", "subscriptionId"},
     "GENERIC": {"clusterName", "region", *("server", *GENERIC_SECRETS)},
 }
-# Cloud metadata services live in the link-local ranges; no API server may point there.
 
 
 @dataclass(frozen=True)
@@ -57,28 +55,7 @@ class RegisterSpaceRequest:
 
 
 def _check_server(problems: Problems, server: str, deny: tuple[Any, ...]) -> str | None:
-    parts = urlsplit(server)
-    if parts.scheme != "https" or not parts.hostname:
-        problems.add(["config", "server"], "server must be an https:// URL of the API server")
-        return None
-    if parts.query or parts.fragment or parts.username:
-        problems.add(
-            ["config", "server"], "server must not carry credentials, a query or a fragment"
-        )
-        return None
-    try:
-        port = parts.port
-    except ValueError:  # urlsplit checks the port only when it is read
-        port = 0
-    if port == 0:
-        problems.add(["config", "server"], "server has a port outside 1-65535")
-        return None
-    if (why := denied_address(parts.hostname, deny)) is not None:
-        problems.add(["config", "server"], f"server is not allowed, {why}")
-        return None
-    if port == 443:  # the same cluster as without the port: one identity, one registration
-        server = parts._replace(netloc=parts.netloc.rsplit(":", 1)[0]).geturl()
-    return server.rstrip("/")
+    return cluster_endpoints.check_server(problems, server, deny)
 
 
 def _check_generic_secrets(problems: Problems, config: dict[str, str]) -> None:
@@ -122,6 +99,8 @@ def _check_generic_secrets(problems: Problems, config: dict[str, str]) -> None:
             problems.add(
                 ["config", "clientKey"], "clientKey must be an unencrypted PEM private key"
             )
+    if certificate is not None and key is not None:
+        cluster_endpoints.check_client_pair(problems, certificate, key)
 
 
 def _check_config(
@@ -263,7 +242,7 @@ async def register(
     # A concurrent registration of the same name or cluster fails this insert; the
     # mutation is then retried and the checks above answer CONFLICT.
     await owned.add(unit.session, space)
-    await record_transition(unit, space, None, "UNKNOWN", "registered")
+    await record_transition(unit, space, None, SpaceStatus.UNKNOWN, REGISTERED)
     unit.probe_soon = True
     return space
 
@@ -295,7 +274,7 @@ async def record_transition(
 async def set_status(unit: Unit, viewer: Viewer, space_id: str, status: str) -> Space:
     viewer.require("space:update")
     problems = Problems("input")
-    if status not in ("ACTIVE", "INACTIVE"):
+    if status not in (SpaceStatus.ACTIVE, SpaceStatus.INACTIVE):
         problems.add(["status"], "status must be ACTIVE (lift a hold) or INACTIVE (hold)")
     space = await owned.by_id(unit.session, Space, viewer.org_id, space_id)
     if space is None:
@@ -305,14 +284,14 @@ async def set_status(unit: Unit, viewer: Viewer, space_id: str, status: str) -> 
     problems.raise_if_any()
     assert space is not None
     previous = stored_status(space)
-    if status == "INACTIVE":
+    if status == SpaceStatus.INACTIVE:
         space.held = True
         reason = OPERATOR_HOLD
     else:
         space.held = False
         space.next_probe_at = unit.now  # take the probes' verdict, starting with a fresh one
         unit.probe_soon = True
-        reason = "hold lifted"
+        reason = HOLD_LIFTED
     unit.session.add(space)
     await unit.session.flush()
     if stored_status(space) != previous:
