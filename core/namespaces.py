@@ -8,6 +8,8 @@ field, a userError on `createNamespace`.
 
 from __future__ import annotations
 
+import asyncio
+import base64
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -36,6 +38,12 @@ class Namespace:
     space: Space
 
 
+def namespace_id(space_id: str, name: str) -> str:
+    """Namespaces live on the cluster, not in our database: their id is derived from the
+    space and the name, so it stays the same across reads (client caches key on it)."""
+    return "ns_" + base64.urlsafe_b64encode(f"{space_id}/{name}".encode()).decode().rstrip("=")
+
+
 def _ours(found: kube.ClusterNamespace, space: Space) -> Namespace:
     return Namespace(
         name=found.name,
@@ -54,7 +62,10 @@ async def list_namespaces(
     try:
         if space.deregistered_at is not None:
             raise PermanentError(DEREGISTERED)
-        async with budget.call():
+        # In a list, each space's field waits on its own cluster only, concurrently: one
+        # slow cluster nulls its own field and does not hold up the page. Waiting for a
+        # live-call slot counts against that time too.
+        async with asyncio.timeout(services.live_field_timeout_s), budget.call():
             credentials = await credentials_for(services, space)
             found = await kube.list_namespaces(
                 credentials,
@@ -63,6 +74,12 @@ async def list_namespaces(
             )
     except ProviderError as failed:
         raise ApiError("PROVIDER_ERROR", failed.reason) from failed
+    except TimeoutError:
+        raise ApiError(
+            "PROVIDER_ERROR",
+            f"timeout: no answer from the cluster within {services.live_field_timeout_s:g}s "
+            "(SPACEDOCK_LIVE_FIELD_TIMEOUT_S)",
+        ) from None
     return sorted((_ours(namespace, space) for namespace in found), key=lambda n: n.name)
 
 

@@ -128,6 +128,8 @@ class KubeStandIn:
         self.status_code: int | None = None
         self.delay_s = 0.0
         self.requests: Counter[str] = Counter()
+        # TLS handshakes of the connections requests came on: "resumed" or "full" (issue 12).
+        self.handshakes: Counter[str] = Counter()
         self.objects: dict[str, dict[str, dict[str, Any]]] = {}
         self.namespaces: dict[str, dict[str, Any]] = {}
         for name in ("default", "kube-system"):
@@ -270,6 +272,9 @@ class KubeStandIn:
         api = match.group("api") if match else request.path
         call = f"{request.method} {api.split('?')[0]}"
         self.requests[call] += 1
+        tls = request.transport.get_extra_info("ssl_object") if request.transport else None
+        if isinstance(tls, ssl.SSLObject):
+            self.handshakes["resumed" if tls.session_reused else "full"] += 1
         self.in_flight[call] += 1
         self.most_in_flight[call] = max(self.most_in_flight[call], self.in_flight[call])
         try:
