@@ -33,6 +33,7 @@ def server_env() -> dict[str, str]:
         "SPACEDOCK_LIVE_CALLS_PER_REQUEST": "3",
         "SPACEDOCK_LIVE_CALL_CONCURRENCY": "2",
         "SPACEDOCK_LIVE_CALLS_PER_SERVER": "3",
+        "SPACEDOCK_LIVE_FIELD_TIMEOUT_S": "20",  # slow calls queue for slots here, by design
     }
 
 
