@@ -70,5 +70,6 @@ class Services:
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
-        async with self.database.transaction() as session:
+        """A short read-only transaction (it never waits for SQLite's write lock)."""
+        async with self.database.transaction(writes=False) as session:
             yield session

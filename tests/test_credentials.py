@@ -35,7 +35,7 @@ async def test_the_cache_builds_the_target_only_on_a_miss_and_forgets_on_request
     cache = CredentialCache()
     built: list[str] = []
 
-    async def target(token: str) -> ClusterTarget:
+    def target(token: str) -> ClusterTarget:
         built.append(token)
         return generic_target("spc_1", token)
 
