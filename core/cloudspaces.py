@@ -28,6 +28,7 @@ from db import cloudspaces as repo
 from db import owned
 from db.tables import CloudSpace, CloudSpaceEvent, Org, Space
 from providers import host as host_api
+from providers.credentials import ClusterCredentials
 from providers.errors import ProviderError
 
 # The reconciler's steps in order, with the phase each belongs to.
@@ -113,10 +114,9 @@ def _check_quota(problems: Problems, cpu: float, memory_mib: int) -> None:
 # -- host capacity ----------------------------------------------------------
 
 
-async def host_credentials(services: Services, host: Space) -> Any:
-    """The host's minted credential, read in a short session of its own."""
-    async with services.read() as session:
-        return await credentials_for(session, services, host)
+async def host_credentials(services: Services, host: Space) -> ClusterCredentials:
+    """The host's minted credential (outside any transaction: a mint may be a round trip)."""
+    return await credentials_for(services, host)
 
 
 async def capacity_of(services: Services, host: Space) -> Capacity:
