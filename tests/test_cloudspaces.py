@@ -24,6 +24,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import new_client_from_config_dict
 
 from tests.conftest import Org
+from tests.support import factories as make
 from tests.support.cloudspaces import (
     CREATE,
     DELETE,
@@ -517,3 +518,28 @@ async def test_deleting_shows_its_blocker_then_deleted_once(
     assert host.api.find("statefulsets", "going", namespace, group="apps") is None
     copy_name = f"tenant-{key(created['id'])}-kubeconfig"
     assert host.api.find("secrets", copy_name, "spacedock-system") is None
+
+
+async def test_a_cloudspace_on_the_orgs_own_space_shows_its_host_both_ways(
+    platform: Platform, tenant: Org, healthy: HostStandIn
+) -> None:
+    host = healthy
+    space = await make.register_generic_space(
+        tenant.admin, name="own-host", server=host.url, ca=host.ca_pem, token=host.token
+    )
+    payload = await tenant.editor.mutate(
+        CREATE,
+        {"input": {"name": "on-own", "hostSpaceId": space["id"], "cpu": 0.5, "memoryMiB": 256}},
+    )
+    assert payload["userErrors"] == []
+    created = payload["cloudSpace"]
+    assert created["hostSpace"] == {"id": space["id"], "name": "own-host"}
+    data = await tenant.viewer.data(
+        "query($id: ID!) { space(id: $id) { cloudSpaces { id name hostSpace { id } } } }",
+        {"id": space["id"]},
+    )
+    assert data["space"]["cloudSpaces"] == [
+        {"id": created["id"], "name": "on-own", "hostSpace": {"id": space["id"]}}
+    ]
+    refused = await tenant.admin.mutate(make.DEREGISTER_SPACE, {"input": {"id": space["id"]}})
+    assert [e["code"] for e in refused["userErrors"]] == ["PRECONDITION_FAILED"]
