@@ -11,7 +11,7 @@ import base64
 import json
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,14 +29,15 @@ from tests.support.cloudspaces import (
     CREATE,
     DELETE,
     EVENTS,
-    FLUX_MANIFESTS,
     LIST,
     ONE,
     UPDATE,
     Platform,
     default_of,
+    eventually,
+    key,
     request,
-    start_platform,
+    serve_platform,
     wait_for_subscribers,
 )
 from tests.support.host_standin import HostStandIn
@@ -62,38 +63,13 @@ def platform(
     backend: Backend, host: HostStandIn, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Platform]:
     log_path = Path(tmp_path_factory.mktemp("server")) / "server.log"
-    running = start_platform(
-        backend,
-        log_path,
-        host.url,
-        host.ca_pem,
-        host.token,
-        {
-            "SPACEDOCK_VCLUSTER_URL_TEMPLATE": host.vcluster_url_template,
-            "SPACEDOCK_FLUX_MANIFESTS": str(FLUX_MANIFESTS),
-            "SPACEDOCK_RECONCILE_INTERVAL_S": "0.2",
-            "SPACEDOCK_KUBECONFIG_TTL_S": str(TTL_S),
-        },
-    )
-    yield running
-    running.server.stop()
+    yield from serve_platform(backend, host, log_path, {"SPACEDOCK_KUBECONFIG_TTL_S": str(TTL_S)})
 
 
 @pytest.fixture
 def healthy(host: HostStandIn) -> Iterator[HostStandIn]:
     yield host
     host.heal()
-
-
-async def eventually(check: Callable[[], Awaitable[T | None]], timeout_s: float = 30.0) -> T:
-    """Polls `check` until it gives something truthy; bounded."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while True:
-        found = await check()
-        if found:
-            return found
-        assert asyncio.get_running_loop().time() < deadline, "the condition never held"
-        await asyncio.sleep(0.05)
 
 
 class Watcher:
@@ -146,12 +122,18 @@ async def create(org: Org, name: str, cpu: float = 2, memory_mib: int = 2048) ->
     return created
 
 
-def key(cloud_space_id: str) -> str:
-    return cloud_space_id.lower().replace("_", "-")
-
-
 def b64decode(text: str) -> str:
     return base64.b64decode(text).decode()
+
+
+async def ready_cloudspace(
+    platform: Platform, org: Org, name: str, cpu: float, memory_mib: int
+) -> dict[str, Any]:
+    """A CloudSpace created and watched until READY."""
+    async with watching(platform, org) as watcher:
+        created = await create(org, name, cpu=cpu, memory_mib=memory_mib)
+        await watcher.until(created["id"], "READY")
+    return created
 
 
 @pytest.fixture
@@ -285,9 +267,7 @@ async def test_quotas_are_strict_inside_the_vcluster_across_namespaces(
     platform: Platform, tenant: Org, healthy: HostStandIn
 ) -> None:
     host = healthy
-    async with watching(platform, tenant) as watcher:
-        created = await create(tenant, "quota", cpu=2, memory_mib=2048)
-        await watcher.until(created["id"], "READY")
+    created = await ready_cloudspace(platform, tenant, "quota", 2, 2048)
     namespace = f"cs-{key(created['id'])}"
     vcluster = host.vcluster(namespace, "quota")
     kubeconfig = (await kubeconfig_of(tenant, created["id"]))["kubeconfig"]
@@ -372,9 +352,7 @@ async def test_kubeconfigs_through_both_routes_expire_and_never_carry_the_admin_
     platform: Platform, tenant: Org, healthy: HostStandIn
 ) -> None:
     host = healthy
-    async with watching(platform, tenant) as watcher:
-        created = await create(tenant, "access", cpu=1, memory_mib=1024)
-        await watcher.until(created["id"], "READY")
+    created = await ready_cloudspace(platform, tenant, "access", 1, 1024)
     namespace = f"cs-{key(created['id'])}"
     admin_secret = host.api.find("secrets", "vc-access", namespace)
     assert admin_secret is not None

@@ -5,15 +5,14 @@ any step twice."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
 from tests.conftest import POSTGRES_URL
-from tests.support.cloudspaces import CREATE, FLUX_MANIFESTS, ONE, Platform, start_platform
+from tests.support.cloudspaces import CREATE, ONE, Platform, eventually, key, serve_platform
 from tests.support.graphql import GraphQL
 from tests.support.host_standin import HostStandIn
 from tests.support.server import Backend, Server
@@ -31,35 +30,7 @@ def host() -> Iterator[HostStandIn]:
 def platform(
     backend: Backend, host: HostStandIn, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Platform]:
-    log_path = Path(tmp_path_factory.mktemp("server")) / "server.log"
-    running = start_platform(
-        backend,
-        log_path,
-        host.url,
-        host.ca_pem,
-        host.token,
-        {
-            "SPACEDOCK_VCLUSTER_URL_TEMPLATE": host.vcluster_url_template,
-            "SPACEDOCK_FLUX_MANIFESTS": str(FLUX_MANIFESTS),
-            "SPACEDOCK_RECONCILE_INTERVAL_S": "0.2",
-        },
-    )
-    yield running
-    running.server.stop()
-
-
-async def eventually(check: Callable[[], Awaitable[T | None]], timeout_s: float = 90.0) -> T:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while True:
-        found = await check()
-        if found:
-            return found
-        assert asyncio.get_running_loop().time() < deadline, "the condition never held"
-        await asyncio.sleep(0.1)
-
-
-def key(cloud_space_id: str) -> str:
-    return cloud_space_id.lower().replace("_", "-")
+    yield from serve_platform(backend, host, tmp_path_factory.mktemp("server") / "server.log", {})
 
 
 async def create(client: GraphQL, name: str) -> dict[str, Any]:
@@ -86,7 +57,7 @@ async def test_a_server_killed_mid_provisioning_resumes_and_creates_nothing_twic
     async def statefulset_written() -> bool:
         return host.api.find("statefulsets", "survivor", namespace, group="apps") is not None
 
-    await eventually(statefulset_written)
+    await eventually(statefulset_written, 90)
     assert await phase(tenant.viewer, created["id"]) == "PROVISIONING"
     server = platform.server
     assert server.process is not None
@@ -99,7 +70,7 @@ async def test_a_server_killed_mid_provisioning_resumes_and_creates_nothing_twic
     async def ready() -> bool:
         return await phase(tenant.viewer, created["id"]) == "READY"
 
-    await eventually(ready)
+    await eventually(ready, 90)
     assert host.api.created_twice() == []
     assert host.vcluster(namespace, "survivor").created_twice() == []
     # The steps before the kill were not run again: one apply of each of its Services.
@@ -128,7 +99,7 @@ async def test_two_servers_on_postgres_share_the_work_and_run_no_step_twice(
             phases = [await phase(tenant.viewer, c["id"]) for c in created]
             return all(p == "READY" for p in phases)
 
-        await eventually(all_ready)
+        await eventually(all_ready, 90)
         steps = [
             s.metric("spacedock_reconcile_steps_total") - before
             for s, before in zip((first, second), steps_before, strict=True)

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gql.graphql_request import GraphQLRequest
 
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.graphql import GraphQL
+from tests.support.host_standin import HostStandIn
 from tests.support.server import Backend, Server, mint_token
+
+T = TypeVar("T")
 
 FLUX_MANIFESTS = Path(__file__).resolve().parents[1] / "data" / "flux_install.yaml"
 
@@ -116,3 +120,41 @@ def default_of(data: dict[str, Any]) -> dict[str, Any]:
     (found,) = [cs for cs in data["cloudSpaces"]["nodes"] if cs["name"] == "default"]
     result: dict[str, Any] = found
     return result
+
+
+def serve_platform(
+    backend: Backend, host: HostStandIn, log_path: Path, env: dict[str, str]
+) -> Iterator[Platform]:
+    """A module's platform on the host stand-in, reaching vClusters through its gateway,
+    Flux from the small manifest in tests/data, READY re-checked every 0.2 s."""
+    running = start_platform(
+        backend,
+        log_path,
+        host.url,
+        host.ca_pem,
+        host.token,
+        {
+            "SPACEDOCK_VCLUSTER_URL_TEMPLATE": host.vcluster_url_template,
+            "SPACEDOCK_FLUX_MANIFESTS": str(FLUX_MANIFESTS),
+            "SPACEDOCK_RECONCILE_INTERVAL_S": "0.2",
+            **env,
+        },
+    )
+    yield running
+    running.server.stop()
+
+
+async def eventually(check: Callable[[], Awaitable[T | None]], timeout_s: float = 60.0) -> T:
+    """Polls `check` until it gives something truthy; bounded."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        found = await check()
+        if found:
+            return found
+        assert asyncio.get_running_loop().time() < deadline, "the condition never held"
+        await asyncio.sleep(0.05)
+
+
+def key(cloud_space_id: str) -> str:
+    """The `<key>` that names a CloudSpace's objects."""
+    return cloud_space_id.lower().replace("_", "-")
