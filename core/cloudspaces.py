@@ -68,8 +68,9 @@ def next_step(step: str) -> str | None:
 
 
 def vcluster_up(row: CloudSpace) -> bool:
-    """Past the wait for the vCluster's API (whatever came after), and not being deleted."""
-    return row.phase != "DELETING" and ORDER[row.step] > ORDER["vcluster-ready"]
+    """The vCluster's API answers and its tenant account exists (whatever came after),
+    and it is not being deleted: kubeconfigs can be minted."""
+    return row.phase != "DELETING" and ORDER[row.step] > ORDER["tenant-account"]
 
 
 @dataclass(frozen=True)
