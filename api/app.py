@@ -46,6 +46,7 @@ def build_services(settings: Settings) -> Services:
         secrets=settings.secret_box(),
         health=HealthRule(settings.probe_interval_s),
         deny_networks=settings.cluster_deny_cidrs,
+        cluster_max_body_bytes=settings.cluster_max_body_bytes,
         cloudspaces=settings.cloudspaces,
     )
 

@@ -338,7 +338,7 @@ class GraphQLView(GraphQL[Context, None]):
             declared = request.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > self.limits.max_body_bytes:
                 raise HTTPException(413, too_large(self.limits))
-        async with self.services.unit() as unit:
+        async with self.services.unit(read_only=True) as unit:
             viewer = await authenticate(unit, request.headers.get("authorization"))
         outages.reached()
         if viewer is None:
@@ -378,7 +378,7 @@ class GraphQLView(GraphQL[Context, None]):
         )
 
     async def on_ws_connect(self, context: Context) -> None:
-        async with self.services.unit() as unit:
+        async with self.services.unit(read_only=True) as unit:
             viewer = await authenticate(unit, authorization_of(context.connection_params))
         if viewer is None:
             raise ConnectionRejectionError()

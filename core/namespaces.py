@@ -52,7 +52,11 @@ async def list_namespaces(services: Services, viewer: Viewer, space: Space) -> l
         if space.deregistered_at is not None:
             raise PermanentError(DEREGISTERED)
         credentials = await credentials_for(services, space)
-        found = await kube.list_namespaces(credentials, deny=services.deny_networks)
+        found = await kube.list_namespaces(
+            credentials,
+            deny=services.deny_networks,
+            max_body_bytes=services.cluster_max_body_bytes,
+        )
     except ProviderError as failed:
         raise ApiError("PROVIDER_ERROR", failed.reason) from failed
     return sorted((_ours(namespace, space) for namespace in found), key=lambda n: n.name)
@@ -105,6 +109,7 @@ async def create_on_cluster(services: Services, target: CreationTarget) -> Names
             target.name,
             {MANAGED_BY_LABEL: MANAGER},
             deny=services.deny_networks,
+            max_body_bytes=services.cluster_max_body_bytes,
         )
     except kube.AlreadyExists as exists:
         raise UserErrors.one(

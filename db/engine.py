@@ -7,10 +7,12 @@ on any exception.
 
 On SQLite, SQLAlchemy emits BEGIN itself (the `begin` event recipe of its SQLite
 dialect documentation) instead of the driver, which would defer it to the first
-write and leave earlier reads outside the transaction. Write units begin with
-BEGIN IMMEDIATE: they take the write lock first, so what they read stays true until
-they commit (the role `FOR UPDATE` plays on Postgres), and two of them never deadlock
-upgrading a read lock. Read-only sessions begin DEFERRED and never wait on a writer.
+write and leave earlier reads outside the transaction. Transactions that may write
+begin with BEGIN IMMEDIATE: they take the write lock first, so what they read stays
+true until they commit (the role `FOR UPDATE` plays on Postgres), and none fails
+with "database is locked" when it upgrades from reading to writing after another
+writer committed. Read-only transactions (`read_only=True`) begin DEFERRED and never
+wait on a writer.
 """
 
 from __future__ import annotations
@@ -80,8 +82,8 @@ class Database:
         if self.is_sqlite:
             event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
             event.listen(self.engine.sync_engine, "begin", _sqlite_begin)
-        self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
-        self._write_sessions = async_sessionmaker(
+        self._reading_sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+        self._writing_sessions = async_sessionmaker(
             self.engine, expire_on_commit=False, execution_options={SQLITE_BEGIN: "IMMEDIATE"}
         )
 
@@ -89,10 +91,9 @@ class Database:
         self.statement_count += 1
 
     @asynccontextmanager
-    async def transaction(self, writes: bool = True) -> AsyncIterator[AsyncSession]:
-        """One transaction; `writes=False` for read-only work (on SQLite it then never
-        waits for the write lock)."""
-        sessions = self._write_sessions if writes else self._sessions
+    async def transaction(self, read_only: bool = False) -> AsyncIterator[AsyncSession]:
+        """One transaction; on SQLite it takes the write lock at BEGIN unless `read_only`."""
+        sessions = self._reading_sessions if read_only else self._writing_sessions
         try:
             async with sessions() as session, session.begin():
                 yield session

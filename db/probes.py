@@ -78,7 +78,7 @@ async def earliest_due(session: AsyncSession) -> datetime | None:
 async def lock_for_results(session: AsyncSession, space_ids: Sequence[str]) -> Sequence[Space]:
     """The current rows of spaces about to take probe results, locked until commit, so a
     concurrent hold, lift or deregistration is either fully before or fully after (on
-    SQLite the write unit's BEGIN IMMEDIATE holds the lock already)."""
+    SQLite the unit's BEGIN IMMEDIATE holds the lock already)."""
     query = sa.select(Space).where(col(Space.id).in_(space_ids))
     if session.get_bind().dialect.name != "sqlite":
         query = query.with_for_update()

@@ -106,6 +106,14 @@ class Space(SQLModel, table=True):
             postgresql_where=LIVE,
         ),
         sa.Index("ix_spaces_probe_due", "next_probe_at", sqlite_where=LIVE, postgresql_where=LIVE),
+        # SpaceFilter.search is a case-insensitive substring: a trigram index serves it on
+        # Postgres (the migration enables pg_trgm); on SQLite it is a plain index on name.
+        sa.Index(
+            "ix_spaces_name_search",
+            "name",
+            postgresql_using="gin",
+            postgresql_ops={"name": "gin_trgm_ops"},
+        ),
     )
 
     id: str = Field(primary_key=True)

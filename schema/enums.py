@@ -93,6 +93,25 @@ class UserErrorCode(enum.Enum):
     )
 
 
+@strawberry.enum(description="Which way a list is sorted.")
+class OrderDirection(enum.Enum):
+    ASC = strawberry.enum_value("ASC", description="Smallest first (A to Z, oldest first).")
+    DESC = strawberry.enum_value("DESC", description="Largest first (Z to A, newest first).")
+
+
+@strawberry.enum(description="What a list of spaces is sorted by; ties are broken by id.")
+class SpaceOrderField(enum.Enum):
+    NAME = strawberry.enum_value("NAME", description="The space's name (the database's collation).")
+    STATUS = strawberry.enum_value(
+        "STATUS", description="The status as shown, alphabetically: ACTIVE, INACTIVE, UNKNOWN."
+    )
+    CREATED_AT = strawberry.enum_value("CREATED_AT", description="When the space was registered.")
+    LAST_PROBE_AT = strawberry.enum_value(
+        "LAST_PROBE_AT",
+        description="When the latest probe finished; never-probed spaces count as oldest.",
+    )
+
+
 @strawberry.enum(description="Where a CloudSpace stands in its lifecycle.")
 class CloudSpacePhase(enum.Enum):
     PENDING = strawberry.enum_value("PENDING", description="Created; waiting for the reconciler.")

@@ -17,7 +17,7 @@ from resolvers import cloudspaces as cloudspace_reads
 from resolvers import namespaces as namespace_reads
 from resolvers import reads
 from resolvers.context import Context
-from resolvers.pagination import encode_cursor
+from resolvers.pagination import cursors_of
 from schema.arguments import After, First
 from schema.enums import CloudSpacePhase, Provider, Role, SpaceStatus, SpaceType
 
@@ -37,6 +37,12 @@ class Node:
 @strawberry.type(description="Where a page sits in its list.")
 class PageInfo:
     has_next_page: bool = strawberry.field(description="True when more items follow this page.")
+    has_previous_page: bool = strawberry.field(
+        description="True when items come before this page (always true after an `after`)."
+    )
+    start_cursor: str | None = strawberry.field(
+        description="The first item's cursor, to pass as `before`; null on an empty page."
+    )
     end_cursor: str | None = strawberry.field(
         description="The last item's cursor, to pass as `after`; null on an empty page."
     )
@@ -65,15 +71,27 @@ class Connection(Generic[T]):
     @classmethod
     def of(cls, page: Page[Any], wrap: type[T]) -> Connection[T]:
         nodes = [wrap.from_row(row) for row in page.items]  # type: ignore[attr-defined]
-        cursors = [encode_cursor(row.id) for row in page.items]
+        cursors = cursors_of(page)
         return cls(
             edges=[Edge(cursor=c, node=n) for c, n in zip(cursors, nodes, strict=True)],
             nodes=nodes,
             page_info=PageInfo(
-                has_next_page=page.has_next, end_cursor=cursors[-1] if cursors else None
+                has_next_page=page.has_next,
+                has_previous_page=page.has_previous,
+                start_cursor=cursors[0] if cursors else None,
+                end_cursor=cursors[-1] if cursors else None,
             ),
             total_count=page.total,
         )
+
+
+@strawberry.type(description="How many spaces match a filter, by status: a dashboard's header.")
+class SpaceCounts:
+    total: int = strawberry.field(description="Every matching space.")
+    active: int = strawberry.field(description="Those that read ACTIVE.")
+    inactive: int = strawberry.field(description="Those that read INACTIVE.")
+    unknown: int = strawberry.field(description="Those that read UNKNOWN.")
+    held: int = strawberry.field(description="Those under an operator hold (also INACTIVE).")
 
 
 @strawberry.type(description="An organisation: it owns every object its members see.")

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
+import aiohttp
 import pytest
 import yaml
 from kubernetes_asyncio.client import (
@@ -170,6 +171,7 @@ async def start_vcluster(host: HostStandIn, ns: str, name: str) -> dict[str, str
 async def test_server_side_apply_creates_once_then_updates_only_on_change(
     host: HostStandIn,
 ) -> None:
+    host.api.stall("web")  # no status updates: only applies may move resourceVersion
     async with host_client(host) as client:
         core, apps = apis(client)
         await core.patch_namespace("cs-apply", namespace("cs-apply"), **APPLY)
@@ -598,6 +600,23 @@ async def test_the_host_takes_a_client_certificate_and_refuses_strangers(host: H
         assert (await refused(CoreV1Api(client).list_namespace())).status == 401
 
 
+async def test_refuse_closes_the_host_or_the_vclusters_until_listen(host: HostStandIn) -> None:
+    secret = await start_vcluster(host, "cs-refuse", "r")
+    admin = KeyPair(secret["client-certificate"], secret["client-key"])
+    host.refuse(host=False)
+    async with host_client(host) as client:
+        await CoreV1Api(client).list_namespace()
+    async with kube(host.vcluster_url("cs-refuse", "r"), host.vcluster_ca_pem, cert=admin) as c:
+        with pytest.raises(aiohttp.ClientConnectorError):
+            await CoreV1Api(c).list_namespace()
+        host.refuse()
+        async with host_client(host) as client:
+            with pytest.raises(aiohttp.ClientConnectorError):
+                await CoreV1Api(client).list_namespace()
+        host.listen()
+        await CoreV1Api(c).list_namespace()
+
+
 async def test_any_kind_is_stored_under_its_path_and_listed_by_labels(host: HostStandIn) -> None:
     widget = {
         "apiVersion": "example.dev/v1alpha1",
@@ -712,3 +731,40 @@ def test_limit_range_defaults_and_quota_words_follow_the_api_server() -> None:
         "hard": {"requests.cpu": "1", "pods": "1"},
         "used": {"requests.cpu": "400m", "pods": "1"},
     }
+
+
+async def test_flux_deployments_in_a_vcluster_become_available_after_the_delay(
+    host: HostStandIn,
+) -> None:
+    secret = await start_vcluster(host, "cs-flux", "f")
+    admin = KeyPair(secret["client-certificate"], secret["client-key"])
+    vcluster = host.vcluster("cs-flux", "f")
+    vcluster.stall("kustomize-controller")
+    async with kube(host.vcluster_url("cs-flux", "f"), host.vcluster_ca_pem, cert=admin) as client:
+        core, apps = apis(client)
+        await core.patch_namespace("flux-system", namespace("flux-system"), **APPLY)
+        for name in ("source-controller", "kustomize-controller"):
+            deployment = {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": name, "namespace": "flux-system"},
+                "spec": {
+                    "selector": {"matchLabels": {"app": name}},
+                    "template": {
+                        "metadata": {"labels": {"app": name}},
+                        "spec": {"containers": [{"name": "manager", "image": f"fluxcd/{name}"}]},
+                    },
+                },
+            }
+            await apps.patch_namespaced_deployment(name, "flux-system", deployment, **APPLY)
+
+        async def available(name: str) -> int:
+            found = await apps.read_namespaced_deployment(name, "flux-system")
+            return int(found.status.available_replicas or 0)
+
+        assert await eventually(lambda: available("source-controller")) == 1
+        assert await available("kustomize-controller") == 0
+        vcluster.unstall("kustomize-controller")
+        assert await eventually(lambda: available("kustomize-controller")) == 1
+    # The host saw none of it.
+    assert host.api.count(resource="deployments.apps", namespace="flux-system") == 0

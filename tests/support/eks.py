@@ -25,6 +25,12 @@ Use (see tests/test_standin_clouds.py):
   (any principal may assume it) with the same rights in another account, so
   an assumed role sees that account's clusters. (moto verifies the signature
   of a GET wrongly; `start()` corrects that one method.)
+- moto's backends and settings are process-wide: several stand-ins may run at
+  once (a session-wide one and a module's own), authentication stays on until
+  the last one stops, and `stop()` removes only the users, roles and clusters
+  that stand-in made. `aws.env` also points `AWS_CONFIG_FILE` and
+  `AWS_SHARED_CREDENTIALS_FILE` at /dev/null and disables the instance
+  metadata service, so a server's default chain finds only what a test sets.
 - `add_cluster(region, name, server_url, ca_pem, account_id=…)`: an ACTIVE
   cluster whose `endpoint` is `server_url` and `certificateAuthority.data`
   is base64 of the CA PEM, as EKS answers.
@@ -35,13 +41,17 @@ Use (see tests/test_standin_clouds.py):
 - Tokens: `token_problem(token, cluster)` says why a bearer token is not an
   EKS token for `cluster`, or None when it is. It checks the structure as
   aws-iam-authenticator does (the `k8s-aws-v1.` prefix, base64url without
-  padding, a presigned STS `GetCallerIdentity` URL with `X-Amz-Expires`, a
-  `X-Amz-Date` less than 15 minutes old, `host` and `x-k8s-aws-id` among the
-  signed headers), then recomputes the SigV4 signature with the secret moto
-  holds for the URL's access key and `x-k8s-aws-id: <cluster>`, which is what
-  makes the token name this very cluster (AWS checks it by calling STS with
-  that header). Nothing else of STS is called; a token from a deleted key
-  fails. `token_check(cluster)` wraps it for `KubeStandIn.accept_tokens_when`.
+  padding, an https URL on an STS host, `sts.amazonaws.com` or
+  `sts.<region>.amazonaws.com`, presigning `GetCallerIdentity` with
+  `X-Amz-Expires`, a `X-Amz-Date` less than 15 minutes old, `host` and
+  `x-k8s-aws-id` among the signed headers), then recomputes the SigV4
+  signature with the secret moto holds for the URL's access key and
+  `x-k8s-aws-id: <cluster>`, which is what makes the token name this very
+  cluster (AWS checks it by calling STS with that header). No STS call is
+  made; a token from a deleted key fails. `aws.token_check(cluster)` wraps it
+  for `KubeStandIn.accept_tokens_when`; `aws.token_check()` accepts a token
+  naming any cluster moto holds (for one Kubernetes stand-in playing many
+  clusters, where the binding to one cluster is not checked).
 """
 
 from __future__ import annotations
@@ -50,6 +60,8 @@ import base64
 import binascii
 import datetime as dt
 import json
+import os
+import re
 import sys
 import threading
 import uuid
@@ -69,7 +81,6 @@ from moto.moto_server.werkzeug_app import (
     MotoRequestHandler,
     create_backend_app,
 )
-from moto.sts.models import sts_backends
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from tests.support.server import free_port
@@ -77,6 +88,7 @@ from tests.support.server import free_port
 DEFAULT_ACCOUNT = "123456789012"
 EKS_READ = ("eks:ListClusters", "eks:DescribeCluster", "sts:AssumeRole")
 TOKEN_PREFIX = "k8s-aws-v1."
+STS_HOST = re.compile(r"^sts(\.[a-z0-9-]+)?\.amazonaws\.com$")
 TOKEN_LIFETIME = dt.timedelta(minutes=15)
 CLOCK_SKEW = dt.timedelta(minutes=5)
 
@@ -106,6 +118,8 @@ def _create_aws_request_fixed(self: Any) -> AWSRequest:
 
 
 _ORIGINAL_CREATE_AWS_REQUEST = access_control.IAMRequestBase._create_aws_request
+_RUNNING: list[EksStandIn] = []  # moto's settings are process-wide: set while any runs
+_AUTH_COUNT_BEFORE: list[float] = []
 
 
 class EksStandIn:
@@ -114,7 +128,7 @@ class EksStandIn:
         self.throttled_calls = 0
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
-        self._auth_count_before = settings.INITIAL_NO_AUTH_ACTION_COUNT
+        self._undo: list[Callable[[], None]] = []
 
     @property
     def url(self) -> str:
@@ -122,8 +136,15 @@ class EksStandIn:
 
     @property
     def env(self) -> dict[str, str]:
-        """For a spacedock server process."""
-        return {"AWS_ENDPOINT_URL": self.url, "AWS_EC2_METADATA_DISABLED": "true"}
+        """For a spacedock server process: every AWS call goes to moto, and the
+        default credential chain never reads this machine's files nor asks the
+        instance metadata service."""
+        return {
+            "AWS_ENDPOINT_URL": self.url,
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        }
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> EksStandIn:
@@ -139,20 +160,27 @@ class EksStandIn:
             target=self._server.serve_forever, name="eks-standin", daemon=True
         )
         self._thread.start()
-        access_control.IAMRequestBase._create_aws_request = _create_aws_request_fixed  # type: ignore[method-assign]
-        settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
+        if not _RUNNING:
+            _AUTH_COUNT_BEFORE[:] = [settings.INITIAL_NO_AUTH_ACTION_COUNT]
+            access_control.IAMRequestBase._create_aws_request = _create_aws_request_fixed  # type: ignore[method-assign]
+            settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
+        _RUNNING.append(self)
         return self
 
     def stop(self) -> None:
-        settings.INITIAL_NO_AUTH_ACTION_COUNT = self._auth_count_before
-        access_control.IAMRequestBase._create_aws_request = _ORIGINAL_CREATE_AWS_REQUEST  # type: ignore[method-assign]
+        """Stops serving and removes what this stand-in made (users, roles,
+        clusters); moto's backends are shared by every stand-in of the process."""
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        for backends in (iam_backends, sts_backends, eks_backends):
-            backends.reset()
+        for undo in reversed(self._undo):
+            undo()
+        _RUNNING.remove(self)
+        if not _RUNNING:
+            settings.INITIAL_NO_AUTH_ACTION_COUNT = _AUTH_COUNT_BEFORE[0]
+            access_control.IAMRequestBase._create_aws_request = _ORIGINAL_CREATE_AWS_REQUEST  # type: ignore[method-assign]
 
     def __enter__(self) -> EksStandIn:
         return self.start()
@@ -189,6 +217,14 @@ class EksStandIn:
         iam.create_user(region_name="us-east-1", user_name=user_name)
         iam.put_user_policy(user_name, "spacedock", _policy(actions))
         key = iam.create_access_key(user_name)
+
+        def delete_user() -> None:
+            for left in iam.list_access_keys(user_name):
+                iam.delete_access_key(left.access_key_id, user_name)
+            iam.delete_user_policy(user_name, "spacedock")
+            iam.delete_user(user_name)
+
+        self._undo.append(delete_user)
         return AccessKey(key.access_key_id, key.secret_access_key, user_name, account_id)
 
     def role(
@@ -212,6 +248,12 @@ class EksStandIn:
             max_session_duration=None,
         )
         iam.put_role_policy(role.name, "spacedock", _policy(actions))
+
+        def delete_role() -> None:
+            iam.delete_role_policy(role.name, "spacedock")
+            iam.delete_role(role.name)
+
+        self._undo.append(delete_role)
         arn: str = role.arn
         return arn
 
@@ -235,9 +277,10 @@ class EksStandIn:
         )
         cluster.endpoint = server_url.rstrip("/")
         cluster.certificate_authority = {"data": base64.b64encode(ca_pem.encode()).decode()}
+        self._undo.append(lambda: self.remove_cluster(region, name, account_id))
 
     def remove_cluster(self, region: str, name: str, account_id: str = DEFAULT_ACCOUNT) -> None:
-        del eks_backends[account_id][region].clusters[name]
+        eks_backends[account_id][region].clusters.pop(name, None)
 
     def throttle(self, times: int = sys.maxsize) -> None:
         self.throttled_calls = times
@@ -246,8 +289,20 @@ class EksStandIn:
         self.throttled_calls = 0
 
     # -- tokens ---------------------------------------------------------------
-    def token_check(self, cluster: str) -> Callable[[str], bool]:
-        return lambda token: token_problem(token, cluster) is None
+    def token_check(self, cluster: str | None = None) -> Callable[[str], bool]:
+        """Yes to an EKS token naming `cluster`, or any cluster moto holds when None."""
+        if cluster is not None:
+            return lambda token: token_problem(token, cluster) is None
+        return lambda token: any(token_problem(token, name) is None for name in _cluster_names())
+
+
+def _cluster_names() -> set[str]:
+    return {
+        name
+        for regions in list(eks_backends.values())
+        for backend in list(regions.values())
+        for name in list(backend.clusters)
+    }
 
 
 def token_problem(token: str, cluster: str, now: dt.datetime | None = None) -> str | None:
@@ -262,6 +317,8 @@ def token_problem(token: str, cluster: str, now: dt.datetime | None = None) -> s
     except (binascii.Error, UnicodeDecodeError):
         return "not base64url"
     parts = urlsplit(url)
+    if parts.scheme != "https" or not STS_HOST.match(parts.netloc):
+        return "not an STS host"
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     if query.get("Action") != "GetCallerIdentity" or query.get("Version") != "2011-06-15":
         return "not an STS GetCallerIdentity URL"

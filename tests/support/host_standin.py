@@ -74,6 +74,8 @@ any thread; `host.heal()` heals all):
   server-side applies answer `code` (`times=None`: until healed);
 * `stall(name)` / `unstall(name)`, `linger_namespaces()` /
   `release_namespaces()`, `expire_tokens()`, `heal()`;
+* on the host only: `host.refuse(host=True, vclusters=True)` stops listening
+  (connection refused) until `host.listen()`; `host.set_nodes(...)`;
 * `count(verb=, resource=, namespace=, name=)` counts calls (`verb` one of
   get, list, create, update, patch, apply, delete, deletecollection,
   discovery; `resource` as kubectl names it: `statefulsets.apps`,
@@ -111,6 +113,7 @@ import asyncio
 import ssl
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -160,6 +163,28 @@ def vcluster_kubeconfig(ca_pem: str, admin: KeyPair) -> str:
         },
         sort_keys=False,
     )
+
+
+@dataclass
+class _Server:
+    """One listening HTTPS server, which a switch can close and open again."""
+
+    runner: web.AppRunner
+    port: int
+    context: ssl.SSLContext
+    site: web.TCPSite | None = None
+
+    async def open(self) -> None:
+        if self.site is None:
+            self.site = web.TCPSite(
+                self.runner, "127.0.0.1", self.port, ssl_context=self.context, reuse_address=True
+            )
+            await self.site.start()
+
+    async def close(self) -> None:
+        if self.site is not None:
+            await self.site.stop()
+            self.site = None
 
 
 class VClusterApi(KubeApi):
@@ -249,24 +274,22 @@ class HostStandIn:
         self.api = HostApi(self, loop=self._loop, ready_delay_s=ready_delay_s)
         self.vclusters: dict[tuple[str, str], VClusterApi] = {}
         self.set_nodes(nodes)
-        self._runners: list[web.AppRunner] = []
+        self._servers: dict[str, _Server] = {}
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> HostStandIn:
         self._thread.start()
-        self._call(self._serve(self._host, self.port, self.ca, self.ca.pem))
-        self._call(
-            self._serve(self._gateway, self.vcluster_port, self.vcluster_ca, self.vcluster_ca.pem)
-        )
+        self._call(self._serve("host", self._host, self.port, self.ca))
+        self._call(self._serve("vclusters", self._gateway, self.vcluster_port, self.vcluster_ca))
         return self
 
     def stop(self) -> None:
-        for runner in self._runners:
-            self._call(runner.cleanup())
+        for server in self._servers.values():
+            self._call(server.runner.cleanup())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
-            self._loop.close()
+            self._loop.close()  # else its self-pipe sockets leak as ResourceWarnings
 
     def __enter__(self) -> HostStandIn:
         return self.start()
@@ -332,8 +355,19 @@ class HostStandIn:
 
         self.api._sync(replace)
 
+    def refuse(self, *, host: bool = True, vclusters: bool = True) -> None:
+        """Stop listening (clients get connection refused) on the host API, the
+        vCluster gateway, or both; `listen()` or `heal()` opens them again."""
+        for name in [n for n, wanted in (("host", host), ("vclusters", vclusters)) if wanted]:
+            self._call(self._servers[name].close())
+
+    def listen(self) -> None:
+        for server in self._servers.values():
+            self._call(server.open())
+
     def heal(self) -> None:
         """Every switch off, on the host and in every vCluster."""
+        self.listen()
         self.api.heal()
         for vcluster in list(self.vclusters.values()):
             vcluster.heal()
@@ -342,18 +376,14 @@ class HostStandIn:
     def _call(self, coroutine: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=10)
 
-    async def _serve(
-        self, handler: Any, port: int, ca: CertificateAuthority, client_ca_pem: str
-    ) -> None:
+    async def _serve(self, name: str, handler: Any, port: int, ca: CertificateAuthority) -> None:
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", handler)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        self._runners.append(runner)
-        context = _ssl_context(ca.issue("kube-apiserver"), client_ca_pem)
-        await web.TCPSite(
-            runner, "127.0.0.1", port, ssl_context=context, reuse_address=True
-        ).start()
+        context = _ssl_context(ca.issue("kube-apiserver"), ca.pem)
+        self._servers[name] = _Server(runner, port, context)
+        await self._servers[name].open()
 
     def _start_vcluster(self, namespace: str, name: str) -> VClusterApi:
         key = (namespace, name)
