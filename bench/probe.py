@@ -149,7 +149,7 @@ def _ms(started: float) -> float:
 # -- throughput -----------------------------------------------------------------------------
 async def register_fleet(services: Services, standins: list[StandIn], count: int) -> None:
     async with services.unit() as unit:
-        org, _ = await create_token(unit, f"bench-{random.getrandbits(32):08x}", Role.ADMIN)
+        org, _ = await create_token(unit, f"bench-{random.getrandbits(32):08x}", "ADMIN")
     viewer = Viewer(org.id, org.name, Role.ADMIN)
     for start in range(0, count, REGISTER_BATCH):
         async with services.unit() as unit:

@@ -197,7 +197,7 @@ async def test_a_slow_mint_holds_no_database_connection(
     services, minting = pool_of_one
     with KubeStandIn() as cluster:
         async with services.unit() as unit:
-            org, _ = await create_token(unit, unique("org"), Role.ADMIN)
+            org, _ = await create_token(unit, unique("org"), "ADMIN")
         viewer = Viewer(org.id, org.name, Role.ADMIN)
         config = {
             "clusterName": unique("cluster"),
