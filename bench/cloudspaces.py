@@ -93,7 +93,7 @@ async def run(label: str, count: int, concurrency: int, host: dict[str, Any]) ->
         )
         try:
             async with services.unit() as unit:
-                org, _ = await create_token(unit, "bench", Role.ADMIN)
+                org, _ = await create_token(unit, "bench", "ADMIN")
                 viewer = Viewer(org.id, org.name, Role.ADMIN)
                 space = await register(
                     unit,
