@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -47,6 +49,7 @@ def build_services(settings: Settings) -> Services:
         deny_networks=settings.cluster_deny_cidrs,
         cluster_max_body_bytes=settings.cluster_max_body_bytes,
         cloudspaces=settings.cloudspaces,
+        live_field_timeout_s=settings.live_field_timeout_s,
     )
 
 
@@ -84,6 +87,23 @@ class ProcessMetrics:
         ]
 
 
+def cors(origins: tuple[str, ...]) -> list[Middleware]:
+    """Browsers on these origins may call every HTTP route (GraphQL, the REST kubeconfig
+    routes) with a bearer token; none when unset. WebSockets check their Origin in the
+    GraphQL view, since browsers do not preflight them."""
+    if not origins:
+        return []
+    return [
+        Middleware(
+            CORSMiddleware,
+            allow_origins=list(origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+            max_age=600,
+        )
+    ]
+
+
 def create_app(settings: Settings) -> Starlette:
     services = build_services(settings)
     view = GraphQLView(
@@ -93,6 +113,7 @@ def create_app(settings: Settings) -> Starlette:
             read_timeout_s=settings.request_read_timeout_s,
             max_subscriptions_per_token=settings.max_subscriptions_per_token,
         ),
+        allowed_origins=settings.cors_origins,
     )
     probes = build_probe_loop(settings, services)
     # Every background loop's stats join here; /metrics renders whatever is listed.
@@ -144,6 +165,6 @@ def create_app(settings: Settings) -> Starlette:
     ]
     if graphiql.ASSETS.is_dir():
         routes.append(Mount("/graphiql", StaticFiles(directory=graphiql.ASSETS), name="graphiql"))
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=cors(settings.cors_origins))
     app.state.services = services
     return app

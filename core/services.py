@@ -59,6 +59,8 @@ class Services:
     cloudspaces: CloudSpaceSettings = field(default_factory=CloudSpaceSettings)
     # Set when a CloudSpace has work now (created, resized, deleted).
     reconcile_wanted: asyncio.Event = field(default_factory=asyncio.Event)
+    # How long a live field (Space.namespaces) waits on one cluster before it gives up.
+    live_field_timeout_s: float = 2.0
     # Status events read once per process for all their subscribers (issue 12).
     event_reads: SharedEventReads = field(init=False)
 

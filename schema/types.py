@@ -358,6 +358,12 @@ class Namespace:
             created_at=namespace.created_at,
         )
 
+    @strawberry.field(
+        description="Stable for a space and a name, so client caches can normalise namespaces."
+    )
+    def id(self) -> strawberry.ID:
+        return strawberry.ID(namespace_rules.namespace_id(self.space_row.id, self.name))
+
     @strawberry.field(description="The space whose cluster holds the namespace.")
     def space(self) -> Space:
         return Space.from_row(self.space_row)
