@@ -45,7 +45,7 @@ def standin() -> Iterator[KubeStandIn]:
 
 @pytest.fixture
 def cluster(standin: KubeStandIn) -> Iterator[KubeStandIn]:
-    standin.most_in_flight.clear()
+    standin.most_calls_in_flight.clear()
     yield standin
     standin.heal()
 
@@ -104,7 +104,7 @@ async def test_calls_of_one_operation_run_at_most_two_at_once(
     cluster.delay_s = 0.5
     response = await org.viewer.call(aliased(space["id"], 3))
     assert not response["errors"], response["errors"]
-    assert cluster.most_in_flight[LIST] == 2
+    assert cluster.most_calls_in_flight[LIST] == 2
 
 
 async def test_operations_share_the_servers_slots(org: Org, cluster: KubeStandIn) -> None:
@@ -112,7 +112,9 @@ async def test_operations_share_the_servers_slots(org: Org, cluster: KubeStandIn
     cluster.delay_s = 0.5
     responses = await asyncio.gather(*(org.viewer.call(aliased(space["id"], 2)) for _ in range(3)))
     assert all(not r["errors"] for r in responses), [r["errors"] for r in responses]
-    assert cluster.most_in_flight[LIST] == 3, "three operations of two calls each: three at once"
+    assert cluster.most_calls_in_flight[LIST] == 3, (
+        "three operations of two calls each: three at once"
+    )
 
 
 async def test_each_request_has_a_budget_of_its_own(org: Org, cluster: KubeStandIn) -> None:

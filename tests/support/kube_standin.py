@@ -148,8 +148,8 @@ class KubeStandIn:
         self.redirect_to: str | None = None
         self.redirect_status = 302
         # Per call ("GET /api/v1/namespaces"): being answered now, and the most at once.
-        self.in_flight: Counter[str] = Counter()
-        self.most_in_flight: Counter[str] = Counter()
+        self.calls_in_flight: Counter[str] = Counter()
+        self.most_calls_in_flight: Counter[str] = Counter()
         self.answers: dict[str, HostileAnswer] = {}  # "GET /api/v1/namespaces": what to send
 
     # -- lifecycle -------------------------------------------------------
@@ -275,12 +275,14 @@ class KubeStandIn:
         tls = request.transport.get_extra_info("ssl_object") if request.transport else None
         if isinstance(tls, ssl.SSLObject):
             self.handshakes["resumed" if tls.session_reused else "full"] += 1
-        self.in_flight[call] += 1
-        self.most_in_flight[call] = max(self.most_in_flight[call], self.in_flight[call])
+        self.calls_in_flight[call] += 1
+        self.most_calls_in_flight[call] = max(
+            self.most_calls_in_flight[call], self.calls_in_flight[call]
+        )
         try:
             return await self._answer(request, api)
         finally:
-            self.in_flight[call] -= 1
+            self.calls_in_flight[call] -= 1
 
     async def _answer(self, request: web.Request, api: str) -> web.StreamResponse:
         if self.delay_s:
