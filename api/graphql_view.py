@@ -29,7 +29,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
-from strawberry.exceptions import ConnectionRejectionError
 from strawberry.http import GraphQLRequestData
 from strawberry.http.parse_content_type import parse_content_type
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
@@ -44,8 +43,8 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 )
 
 from api import graphiql
+from core.auth import Unauthenticated, authenticate
 from core.services import Services
-from core.tokens import authenticate
 from db.outages import is_unavailable, outages
 from resolvers.context import Context
 from schema.build import schema
@@ -96,11 +95,26 @@ def database_unavailable() -> JSONResponse:
 
 
 def authorization_of(params: dict[str, Any]) -> str | None:
-    """The Authorization entry of a connection_init payload, its key in any case."""
-    for key, value in params.items():
-        if key.lower() == "authorization" and isinstance(value, str):
-            return value
+    """The Authorization entry of a connection_init payload, its key in any case, at the
+    top (`{"Authorization": …}`) or under `headers` (Apollo's GraphQLWsLink habit)."""
+    headers = params.get("headers")
+    for found in (params, headers if isinstance(headers, dict) else {}):
+        for key, value in found.items():
+            if key.lower() == "authorization" and isinstance(value, str):
+                return value
     return None
+
+
+WS_FORBIDDEN = 4403
+SEND_A_TOKEN = 'Send {"Authorization": "Bearer <token>"} in the connection_init payload.'
+
+
+class Refused(Exception):
+    """connection_init refused; `reason` (at most 123 bytes) tells the client what to send."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def nesting_of(value: object) -> int:
@@ -232,6 +246,12 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
 
     view: GraphQLView
 
+    async def handle_connection_init(self, message: Any) -> None:
+        try:
+            await super().handle_connection_init(message)
+        except Refused as refused:
+            await self.websocket.close(code=WS_FORBIDDEN, reason=refused.reason)
+
     async def handle_message(self, message: WSMessage) -> None:
         problem = message_problem(message)
         if problem is not None:
@@ -304,11 +324,19 @@ def message_problem(message: object) -> str | None:
 class GraphQLView(GraphQL[Context, None]):
     graphql_transport_ws_handler_class = TransportWS
 
-    def __init__(self, services: Services, limits: TransportLimits | None = None) -> None:
+    def __init__(
+        self,
+        services: Services,
+        limits: TransportLimits | None = None,
+        allowed_origins: tuple[str, ...] = (),
+    ) -> None:
         super().__init__(
             schema,
             subscription_protocols=[GRAPHQL_TRANSPORT_WS_PROTOCOL],
             max_subscriptions_per_connection=MAX_SUBSCRIPTIONS_PER_CONNECTION,
+            # A browser WebSocket from another origin is refused (HTTP 403 at the handshake)
+            # unless listed in SPACEDOCK_CORS_ORIGINS; clients that send no Origin pass.
+            allowed_origins=allowed_origins,
         )
         self.services = services
         self.limits = limits or TransportLimits()
@@ -338,15 +366,12 @@ class GraphQLView(GraphQL[Context, None]):
             declared = request.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > self.limits.max_body_bytes:
                 raise HTTPException(413, too_large(self.limits))
-        async with self.services.unit(read_only=True) as unit:
-            viewer = await authenticate(unit, request.headers.get("authorization"))
+        try:
+            viewer = await authenticate(self.services, request.headers.get("authorization"))
+        except Unauthenticated as refused:
+            outages.reached()
+            return unauthenticated(refused.message)
         outages.reached()
-        if viewer is None:
-            return unauthenticated(
-                "Invalid or revoked API token."
-                if request.headers.get("authorization")
-                else "Send Authorization: Bearer <token>; create one with `spacedock token create`."
-            )
         scope.setdefault("state", {})["viewer"] = viewer
         if request.method == "POST":
             body = await read_body(request, self.limits)
@@ -378,10 +403,14 @@ class GraphQLView(GraphQL[Context, None]):
         )
 
     async def on_ws_connect(self, context: Context) -> None:
-        async with self.services.unit(read_only=True) as unit:
-            viewer = await authenticate(unit, authorization_of(context.connection_params))
-        if viewer is None:
-            raise ConnectionRejectionError()
+        given = authorization_of(context.connection_params)
+        if given is None:
+            raise Refused(SEND_A_TOKEN)
+        try:
+            viewer = await authenticate(self.services, given)
+        except Unauthenticated as refused:
+            # A WebSocket close reason holds at most 123 bytes.
+            raise Refused(refused.message.encode()[:123].decode(errors="ignore")) from None
         context.viewer = viewer
 
     async def render_graphql_ide(self, request: Request) -> Response:

@@ -17,6 +17,8 @@ KINDS = {
     "cs": "CloudSpace",
     "grant": "ClusterGrant",
     "tok": "ApiToken",
+    "role": "RoleDefinition",
+    "aud": "AuditEvent",
 }
 
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import strawberry
 
+from core.roles import RoleView
 from db.spaces import SpaceWhere
-from resolvers import cloudspaces, reads
+from resolvers import access, cloudspaces, reads
 from schema.arguments import After, First, ObjectId
-from schema.enums import Role
+from schema.enums import CredentialKind, Role
 from schema.inputs import SpaceFilter, SpaceOrder
 from schema.types import (
+    ApiToken,
     CloudAccount,
     CloudSpace,
     Connection,
@@ -19,6 +21,7 @@ from schema.types import (
     GraphInfo,
     Node,
     Org,
+    RoleDefinition,
     Space,
     SpaceCounts,
     Viewer,
@@ -49,6 +52,10 @@ NODE_TYPES: dict[str, type] = {
 }
 
 
+def as_node(kind: str, row: Any) -> Node:
+    return NODE_TYPES[kind].from_row(row)  # type: ignore[attr-defined, no-any-return]
+
+
 @strawberry.type(
     description="Reads. Every list is a connection; every object is the caller's org's."
 )
@@ -58,19 +65,63 @@ class Query:
     )
     async def node(self, info: GraphInfo, id: ObjectId) -> Node | None:
         found = await reads.node(info.context, id)
-        if found is None:
-            return None
-        kind, row = found
-        return NODE_TYPES[kind].from_row(row)  # type: ignore[attr-defined, no-any-return]
+        return None if found is None else as_node(*found)
+
+    @strawberry.field(
+        description="In the order asked; null for ids that are unknown or not visible. "
+        "At most 100 ids."
+    )
+    async def nodes(
+        self,
+        info: GraphInfo,
+        ids: Annotated[
+            list[strawberry.ID],
+            strawberry.argument(description="Up to 100 ids of any kind; more is BAD_USER_INPUT."),
+        ],
+    ) -> list[Node | None]:
+        found = await reads.nodes(info.context, ids)
+        return [None if hit is None else as_node(*hit) for hit in found]
 
     @strawberry.field(description="Who is calling: org, role and policies.")
     def viewer(self, info: GraphInfo) -> Viewer:
         caller = info.context.caller
+        custom = caller.custom_role
         return Viewer(
             org=Org(id=strawberry.ID(caller.org_id), name=caller.org_name),
             role=Role(caller.role.value),
+            custom_role=None
+            if custom is None
+            else RoleDefinition.from_domain(
+                RoleView(custom.id, custom.name, False, custom.policies)
+            ),
+            subject=caller.subject,
+            credential_kind=CredentialKind(caller.credential_kind.value),
             permissions=list(caller.permissions),
         )
+
+    @strawberry.field(
+        description="The system roles, then the org's custom roles, oldest first. "
+        "Needs role:manage."
+    )
+    async def roles(self, info: GraphInfo) -> list[RoleDefinition]:
+        return [RoleDefinition.from_domain(r) for r in await access.list_roles(info.context)]
+
+    @strawberry.field(
+        description="The org's API tokens, oldest first; revoked ones only with "
+        "includeRevoked. Needs token:manage."
+    )
+    async def api_tokens(
+        self,
+        info: GraphInfo,
+        first: First = None,
+        after: After = None,
+        include_revoked: Annotated[
+            bool | None,
+            strawberry.argument(description="true: revoked tokens too (default false)."),
+        ] = None,
+    ) -> Connection[ApiToken]:
+        page = await access.tokens_page(info.context, first, after, bool(include_revoked))
+        return Connection.of(page, ApiToken)
 
     @strawberry.field(description="The org's cloud accounts, oldest first.")
     async def cloud_accounts(

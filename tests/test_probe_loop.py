@@ -62,7 +62,7 @@ async def replicas(empty_backend: Backend) -> AsyncIterator[list[Services]]:
 async def register_spaces(services: Services, cluster: KubeStandIn, count: int) -> dict[str, str]:
     """`count` GENERIC spaces on the stand-in: {space id: server URL}."""
     async with services.unit() as unit:
-        org, _ = await create_token(unit, unique("org"), Role.ADMIN)
+        org, _ = await create_token(unit, unique("org"), "ADMIN")
     viewer = Viewer(org.id, org.name, Role.ADMIN)
     made: dict[str, str] = {}
     async with services.unit() as unit:
