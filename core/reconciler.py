@@ -142,9 +142,15 @@ class Reconciler:
         )
 
     async def stop(self) -> None:
-        """Stops claiming and abandons the steps in flight; their leases run out and the
-        persisted step runs again, here or on another replica."""
+        """Stops claiming and abandons the steps in flight, then hands their CloudSpaces
+        back, so the persisted steps run again at once, here after a restart or on another
+        replica. (After a crash, the leases run out instead.)"""
         await self.loop.stop()
+        try:
+            async with self.services.unit() as unit:
+                await repo.release_all(unit.session, self.owner, unit.now)
+        except Exception as error:  # shutting down: the leases run out by themselves
+            log.warning("CloudSpace leases not handed back: %s", describe(error))
 
     # -- claiming ---------------------------------------------------------------
     async def _claim_step(self) -> None:
