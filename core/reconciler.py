@@ -42,7 +42,7 @@ from core.loops import Loop, LoopStats, describe, metric
 from core.services import Services, Unit, utcnow
 from db import claims
 from db import cloudspaces as repo
-from db.tables import CloudSpace
+from db.tables import CloudSpace, Space
 from providers import host as host_api
 from providers.credentials import ClusterCredentials
 from providers.errors import ProviderError
@@ -184,16 +184,19 @@ class Reconciler:
     # -- one CloudSpace -----------------------------------------------------------
     async def _work(self, row: CloudSpace | None) -> None:
         """Runs the CloudSpace's steps while they are done at once; stops at a wait, a
-        failure, READY's refresh, the end of deletion, or a lost lease."""
+        failure, READY's refresh, the end of deletion, or a lost lease. The host space is
+        read once for the whole run (it cannot be deregistered while it hosts this)."""
+        host: Space | None = None
         while row is not None and not self.loop.stopped:
+            if host is None:
+                async with self.services.read() as session:
+                    host = await repo.host_space(session, row.host_space_id)
             step = row.step
-            outcome = await self._run(row)
+            outcome = await self._run(row, host)
             row = await self._persist(row.id, step, outcome)
 
-    async def _run(self, row: CloudSpace) -> Outcome:
+    async def _run(self, row: CloudSpace, host: Space | None) -> Outcome:
         try:
-            async with self.services.read() as session:
-                host = await repo.host_space(session, row.host_space_id)
             if host is None:
                 return Failed("the host space no longer exists")
             credentials = await rules.host_credentials(self.services, host)
