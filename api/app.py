@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hmac
 import logging
 from collections.abc import AsyncIterator
 
@@ -101,6 +102,14 @@ def samples(services: Services, stats: ProbeStats) -> list[Sample]:
     ]
 
 
+def metrics_allowed(request: Request, token: str | None) -> bool:
+    """/metrics is open unless SPACEDOCK_METRICS_TOKEN is set; then it needs that bearer token."""
+    if token is None:
+        return True
+    given = request.headers.get("authorization", "")
+    return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+
+
 def create_app(settings: Settings) -> Starlette:
     services = build_services(settings)
     view = GraphQLView(
@@ -143,6 +152,19 @@ def create_app(settings: Settings) -> Starlette:
         return JSONResponse({"status": "ok", "database": "reachable"})
 
     async def metrics(request: Request) -> Response:
+        if not metrics_allowed(request, settings.metrics_token):
+            return JSONResponse(
+                {
+                    "errors": [
+                        {
+                            "message": "Send Authorization: Bearer <SPACEDOCK_METRICS_TOKEN>.",
+                            "extensions": {"code": "UNAUTHENTICATED"},
+                        }
+                    ]
+                },
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="spacedock-metrics"'},
+            )
         return PlainTextResponse(
             exposition(samples(services, probes.stats)), media_type="text/plain; version=0.0.4"
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 
 from core.ids import new_id
@@ -13,6 +14,9 @@ from db import owned
 from db.tables import ApiToken, Org
 
 PREFIX = "sdk_"
+# The whole header value, matched in full: a token is visible ASCII, so "sdk_…\n" or a
+# NUL byte is no token rather than the token before it.
+BEARER = re.compile(r"bearer +(?P<token>[\x21-\x7e]+)", re.IGNORECASE)
 
 
 def token_hash(token: str) -> str:
@@ -42,12 +46,10 @@ async def create_token(unit: Unit, org_name: str, role: Role) -> tuple[Org, str]
 
 async def authenticate(unit: Unit, authorization: str | None) -> Viewer | None:
     """The Viewer for an `Authorization: Bearer <token>` value, or None."""
-    if not authorization:
+    bearer = BEARER.fullmatch(authorization.strip(" \t")) if authorization else None
+    if bearer is None:
         return None
-    scheme, _, token = authorization.strip().partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    found = await repo.token_with_org(unit.session, token_hash(token.strip()))
+    found = await repo.token_with_org(unit.session, token_hash(bearer["token"]))
     if found is None:
         return None
     api_token, org = found

@@ -14,6 +14,7 @@ from strawberry.types import ExecutionContext
 from strawberry.types.graphql import OperationType
 
 from schema.errors import ErrorPolicy
+from schema.input_text import guard_mutations
 from schema.limits import MAX_TOKENS, DocumentLimits
 from schema.mutation import Mutation
 from schema.query import Query
@@ -43,6 +44,7 @@ class SpacedockSchema(strawberry.Schema):
         """Errors are logged by ErrorPolicy, once and without client-side noise."""
 
 
+guard_mutations(Mutation)
 schema = SpacedockSchema(
     query=Query,
     mutation=Mutation,
