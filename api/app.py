@@ -17,6 +17,7 @@ from starlette.staticfiles import StaticFiles
 
 from api import graphiql
 from api.graphql_view import GraphQLView, TransportLimits
+from api.kubeconfig_route import kubeconfig_endpoint
 from api.settings import Settings
 from core.events import EventBus, InProcessBus, PostgresBus
 from core.health import HealthRule
@@ -43,6 +44,7 @@ def build_services(settings: Settings) -> Services:
         secrets=settings.secret_box(),
         health=HealthRule(settings.probe_interval_s),
         deny_networks=settings.cluster_deny_cidrs,
+        cloudspaces=settings.cloudspaces,
     )
 
 
@@ -175,6 +177,11 @@ def create_app(settings: Settings) -> Starlette:
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/metrics", metrics),
+        Route(
+            "/api/v1/cloudspaces/{id}/vclusters/{name}/kubeconfig",
+            kubeconfig_endpoint(services),
+            methods=["GET"],
+        ),
     ]
     if graphiql.ASSETS.is_dir():
         routes.append(Mount("/graphiql", StaticFiles(directory=graphiql.ASSETS), name="graphiql"))

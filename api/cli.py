@@ -56,7 +56,7 @@ async def _create_token(settings: Settings, org: str, role: str) -> str:
     from core.tokens import create_token
 
     async with _services(settings) as services, services.unit() as unit:
-        _, token = await create_token(unit, org, Role(role.upper()))
+        _, token = await create_token(unit, org, Role(role.upper()), services)
     return token
 
 

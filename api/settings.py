@@ -11,6 +11,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from core.secrets import SecretBox
+from core.vclusters import DEFAULT_FLUX_MANIFESTS, DEFAULT_IMAGE, CloudSpaceSettings
 
 log = logging.getLogger("spacedock")
 
@@ -55,6 +56,7 @@ class Settings:
     cluster_deny_cidrs: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = field(
         default=()
     )
+    cloudspaces: CloudSpaceSettings = field(default_factory=CloudSpaceSettings)
     # Transport limits (issue 7): a request body or WebSocket message, a request's head and
     # body sent too slowly, subscriptions one credential holds across its connections, and
     # the bearer token /metrics asks for (unset: /metrics is open, as before).
@@ -75,6 +77,7 @@ class Settings:
             probe_failure_threshold=int(_number("SPACEDOCK_PROBE_FAILURE_THRESHOLD", 3)),
             probe_concurrency=int(_number("SPACEDOCK_PROBE_CONCURRENCY", 256)),
             cluster_deny_cidrs=_networks("SPACEDOCK_CLUSTER_DENY_CIDRS"),
+            cloudspaces=_cloudspace_settings(),
             max_body_bytes=int(_number("SPACEDOCK_MAX_BODY_BYTES", 1024 * 1024)),
             request_read_timeout_s=_number("SPACEDOCK_REQUEST_READ_TIMEOUT_S", 5.0),
             max_subscriptions_per_token=int(_number("SPACEDOCK_MAX_SUBSCRIPTIONS_PER_TOKEN", 500)),
@@ -111,3 +114,29 @@ class Settings:
         if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
             return Path(url.database).resolve().with_suffix(".key")
         return Path("spacedock.key").resolve()
+
+
+def _cloudspace_settings() -> CloudSpaceSettings:
+    template = os.environ.get("SPACEDOCK_VCLUSTER_URL_TEMPLATE") or None
+    if template is not None:
+        if not template.startswith("https://"):
+            raise SettingsError("SPACEDOCK_VCLUSTER_URL_TEMPLATE must be an https:// URL template")
+        try:
+            template.format(name="n", namespace="ns", id="id")
+        except (KeyError, IndexError, ValueError):
+            raise SettingsError(
+                "SPACEDOCK_VCLUSTER_URL_TEMPLATE may only use {name}, {namespace} and {id}"
+            ) from None
+    return CloudSpaceSettings(
+        default_host_space=os.environ.get("SPACEDOCK_DEFAULT_HOST_SPACE") or None,
+        default_cpu=_number("SPACEDOCK_DEFAULT_CLOUDSPACE_CPU", 2.0),
+        default_memory_mib=int(_number("SPACEDOCK_DEFAULT_CLOUDSPACE_MEMORY_MIB", 4096)),
+        control_plane_cpu=_number("SPACEDOCK_VCLUSTER_CONTROL_PLANE_CPU", 0.5),
+        control_plane_memory_mib=int(_number("SPACEDOCK_VCLUSTER_CONTROL_PLANE_MEMORY_MIB", 512)),
+        vcluster_image=os.environ.get("SPACEDOCK_VCLUSTER_IMAGE") or DEFAULT_IMAGE,
+        vcluster_url_template=template,
+        flux_manifests=os.environ.get("SPACEDOCK_FLUX_MANIFESTS") or DEFAULT_FLUX_MANIFESTS,
+        reconcile_interval_s=_number("SPACEDOCK_RECONCILE_INTERVAL_S", 30.0),
+        # The API server refuses TokenRequests shorter than 10 minutes.
+        kubeconfig_ttl_s=int(_number("SPACEDOCK_KUBECONFIG_TTL_S", 3600, minimum=599)),
+    )

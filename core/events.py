@@ -19,6 +19,7 @@ from typing import Any, Protocol
 log = logging.getLogger(__name__)
 
 SPACE_STATUS = "space_status"
+CLOUDSPACE_PHASE = "cloudspace_phase"
 
 Payload = dict[str, Any]
 # How a notifier hands over what arrived: (channel, text).

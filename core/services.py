@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from core.events import EventBus, Payload
 from core.health import HealthRule
 from core.secrets import SecretBox
+from core.vclusters import CloudSpaceSettings
 from db.engine import Database
 from providers.credentials import CredentialCache
 
@@ -34,6 +35,7 @@ class Unit:
     now: datetime = field(default_factory=utcnow)
     outbox: list[tuple[str, Payload]] = field(default_factory=list)
     probe_soon: bool = False  # a space wants its first (or next) probe now
+    reconcile_soon: bool = False  # a CloudSpace has work for the reconciler now
 
     def publish(self, channel: str, payload: Payload) -> None:
         self.outbox.append((channel, payload))
@@ -50,6 +52,9 @@ class Services:
     credentials: CredentialCache = field(default_factory=CredentialCache)
     # Set when a space needs probing now (registration, a lifted hold).
     probe_wanted: asyncio.Event = field(default_factory=asyncio.Event)
+    cloudspaces: CloudSpaceSettings = field(default_factory=CloudSpaceSettings)
+    # Set when a CloudSpace has work now (created, resized, deleted).
+    reconcile_wanted: asyncio.Event = field(default_factory=asyncio.Event)
 
     @asynccontextmanager
     async def unit(self) -> AsyncIterator[Unit]:
@@ -60,6 +65,8 @@ class Services:
             await self.bus.publish(channel, payload)
         if unit.probe_soon:
             self.probe_wanted.set()
+        if unit.reconcile_soon:
+            self.reconcile_wanted.set()
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:

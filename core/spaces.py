@@ -21,6 +21,7 @@ from core.rbac import Viewer
 from core.secrets import SecretBox
 from core.services import Unit
 from db import cloud_accounts as account_repo
+from db import cloudspaces as cloudspace_repo
 from db import owned
 from db import spaces as repo
 from db.tables import CloudAccount, Space, SpaceStatusEvent
@@ -325,6 +326,13 @@ async def deregister(unit: Unit, viewer: Viewer, space_id: str) -> Space:
     if space.deregistered_at is not None:
         raise UserErrors.one(
             ["input", "id"], "the space is already deregistered", "PRECONDITION_FAILED"
+        )
+    if hosted := await cloudspace_repo.count_on_space(unit.session, space.id):
+        raise UserErrors.one(
+            ["input", "id"],
+            f"{hosted} CloudSpace{'s' if hosted > 1 else ''} live on this space; "
+            "delete them before deregistering it",
+            "PRECONDITION_FAILED",
         )
     space.deregistered_at = unit.now
     unit.session.add(space)

@@ -6,9 +6,10 @@ import hashlib
 import re
 import secrets
 
+from core import cloudspaces
 from core.ids import new_id
 from core.rbac import Role, Viewer
-from core.services import Unit
+from core.services import Services, Unit
 from db import orgs as repo
 from db import owned
 from db.tables import ApiToken, Org
@@ -24,12 +25,17 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-async def create_token(unit: Unit, org_name: str, role: Role) -> tuple[Org, str]:
-    """Creates the org if needed and a new token for it; the clear token is returned once."""
+async def create_token(
+    unit: Unit, org_name: str, role: Role, services: Services | None = None
+) -> tuple[Org, str]:
+    """Creates the org if needed (with its default CloudSpace, given the services that
+    say where) and a new token for it; the clear token is returned once."""
     org = await repo.org_by_name(unit.session, org_name)
     if org is None:
         org = Org(id=new_id("org"), name=org_name, created_at=unit.now)
         await owned.add(unit.session, org)
+        if services is not None:
+            await cloudspaces.create_default(unit, services, org)
     token = PREFIX + secrets.token_urlsafe(32)
     await owned.add(
         unit.session,

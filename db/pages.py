@@ -1,4 +1,10 @@
-"""Keyset pagination: ids are time-ordered, so the id is the cursor."""
+"""Keyset pagination in both directions, under any order.
+
+A page starts after (or, read backwards, before) a position: the sort key's value and
+the id of the row the client saw last. Ids are time-ordered and unique, so ordering by
+(sort key, id) is total: ties never lose or repeat a row across pages. Without a sort
+key the id alone is the keyset.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,30 @@ class Page(Generic[T]):
     items: Sequence[T]
     has_next: bool
     total: int
+    has_previous: bool = False
+    # The sort key's value of each item (ordered pages only), for the cursors.
+    keys: Sequence[Any] = ()
+    # Set by resolvers for ordered pages; otherwise a cursor is the item's id.
+    cursors: Sequence[str] | None = None
+
+
+@dataclass(frozen=True)
+class Keyset:
+    """Which rows a page holds: `size` of them after `position` in the list's order,
+    or with `backward`, the `size` rows just before it (last/before)."""
+
+    size: int
+    backward: bool = False
+    # (sort key value, id); the value is None when the list is ordered by id alone.
+    position: tuple[Any, str] | None = None
+
+
+@dataclass(frozen=True)
+class Order:
+    """The list's order: `key` then id, both ascending or both descending."""
+
+    key: sa.ColumnElement[Any] | None = None
+    descending: bool = False
 
 
 async def page(
@@ -26,13 +56,47 @@ async def page(
     first: int,
     after: str | None,
 ) -> Page[Any]:
-    """Runs `query` as one page (first+1 rows) plus its total count."""
+    """`first` rows after the id `after`, in id order, plus the total count."""
+    position = None if after is None else (None, after)
+    return await ordered_page(session, query, id_column, Order(), Keyset(first, False, position))
+
+
+async def ordered_page(
+    session: AsyncSession,
+    query: sa.Select[Any],
+    id_column: Any,
+    order: Order,
+    keyset: Keyset,
+) -> Page[Any]:
+    """One page (size+1 rows, to know whether more follow) plus the total count: two statements."""
     total = await session.scalar(sa.select(sa.func.count()).select_from(query.subquery()))
-    window = query.order_by(id_column).limit(first + 1)
-    if after is not None:
-        window = window.where(id_column > after)
-    rows = (await session.scalars(window)).all()
-    return Page(items=rows[:first], has_next=len(rows) > first, total=total or 0)
+    columns: list[Any] = [id_column] if order.key is None else [order.key, id_column]
+    # Reading backwards under a descending order is reading ascending, and so on.
+    ascending = order.descending == keyset.backward
+    if keyset.position is not None:
+        value, object_id = keyset.position
+        bound = [object_id] if order.key is None else [value, object_id]
+        row = sa.tuple_(*columns)
+        mark = sa.tuple_(
+            *(sa.literal(v, type_=c.type) for v, c in zip(bound, columns, strict=True))
+        )
+        query = query.where(row > mark if ascending else row < mark)
+    if order.key is not None:
+        query = query.add_columns(order.key)
+    query = query.order_by(*(c.asc() if ascending else c.desc() for c in columns))
+    fetched = (await session.execute(query.limit(keyset.size + 1))).all()
+    more = len(fetched) > keyset.size
+    rows = list(fetched[: keyset.size])
+    if keyset.backward:
+        rows.reverse()
+    started = keyset.position is not None
+    return Page(
+        items=[row[0] for row in rows],
+        has_next=started if keyset.backward else more,
+        has_previous=more if keyset.backward else started,
+        total=total or 0,
+        keys=[row[1] for row in rows] if order.key is not None else (),
+    )
 
 
 async def pages_by_parent(
@@ -64,6 +128,11 @@ async def pages_by_parent(
     for row in (await session.scalars(query)).all():
         grouped[getattr(row, parent_key)].append(row)
     return {
-        parent: Page(items=rows[:first], has_next=len(rows) > first, total=counts.get(parent, 0))
+        parent: Page(
+            items=rows[:first],
+            has_next=len(rows) > first,
+            total=counts.get(parent, 0),
+            has_previous=after is not None,
+        )
         for parent, rows in grouped.items()
     }

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
-from db.pages import Page, page
-from db.tables import Space, SpaceStatusEvent
+from db.pages import Keyset, Order, Page, ordered_page
+from db.tables import Space, SpaceStatusEvent, UtcDateTime
 
 EVENTS_KEPT_PER_SPACE = 1000
 LIVE = col(Space.deregistered_at).is_(None)
@@ -48,34 +49,102 @@ async def live_space_where(session: AsyncSession, org_id: str, **equal: str) -> 
     return (await session.scalars(query)).first()
 
 
+@dataclass(frozen=True)
+class SpaceWhere:
+    """Which spaces a list or count covers; every condition given must hold."""
+
+    statuses: Sequence[str] | None = None
+    provider: str | None = None
+    providers: Sequence[str] | None = None
+    cloud_account_ids: Sequence[str] | None = None
+    held: bool | None = None
+    search: str | None = None
+    scalable: bool | None = None
+    include_deregistered: bool = False
+
+
+def _name_contains(text: str) -> sa.ColumnElement[bool]:
+    """Case-insensitive substring; on Postgres the trigram index on name serves it."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return col(Space.name).ilike(f"%{escaped}%", escape="\\")
+
+
+def _spaces_where(org_id: str, where: SpaceWhere, stale_before: datetime) -> sa.Select[Any]:
+    query = sa.select(Space).where(col(Space.org_id) == org_id)
+    status = effective_status(stale_before)
+    if not where.include_deregistered or where.scalable:
+        query = query.where(LIVE)
+    if where.statuses is not None:
+        query = query.where(status.in_(where.statuses))
+    if where.provider is not None:
+        query = query.where(col(Space.provider) == where.provider)
+    if where.providers is not None:
+        query = query.where(col(Space.provider).in_(where.providers))
+    if where.cloud_account_ids is not None:
+        query = query.where(col(Space.cloud_account_id).in_(where.cloud_account_ids))
+    if where.held is not None:
+        query = query.where(col(Space.held) == where.held)
+    if where.search:
+        query = query.where(_name_contains(where.search))
+    if where.scalable is True:
+        query = query.where(sa.not_(col(Space.synthetic)), status == "ACTIVE")
+    elif where.scalable is False:
+        query = query.where(sa.or_(col(Space.synthetic), status != "ACTIVE"))
+    return query
+
+
+# Never-probed spaces sort as if probed at the epoch: first ascending, last descending,
+# the same on SQLite and Postgres (which disagree on where NULLs go).
+NEVER = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def order_key(field: str, stale_before: datetime) -> Any:
+    """The sort key of SpaceOrderField `field`; ties are broken by id."""
+    if field == "NAME":
+        return col(Space.name)
+    if field == "STATUS":
+        return effective_status(stale_before)
+    if field == "CREATED_AT":
+        return col(Space.created_at)
+    if field == "LAST_PROBE_AT":
+        return sa.func.coalesce(col(Space.last_probe_at), sa.literal(NEVER, UtcDateTime()))
+    raise ValueError(f"no space order {field!r}")
+
+
 async def list_spaces(
     session: AsyncSession,
     org_id: str,
-    first: int,
-    after: str | None,
+    where: SpaceWhere,
+    keyset: Keyset,
     *,
     stale_before: datetime,
-    statuses: Sequence[str] | None = None,
-    provider: str | None = None,
-    scalable: bool | None = None,
-    include_deregistered: bool = False,
-    cloud_account_id: str | None = None,
+    order_by: str | None = None,
+    descending: bool = False,
 ) -> Page[Space]:
-    query = sa.select(Space).where(col(Space.org_id) == org_id)
+    """A page of the org's spaces: by id, or by `order_by` then id; two statements."""
+    query = _spaces_where(org_id, where, stale_before)
+    key = None if order_by is None else order_key(order_by, stale_before)
+    return await ordered_page(session, query, col(Space.id), Order(key, descending), keyset)
+
+
+async def count_spaces(
+    session: AsyncSession, org_id: str, where: SpaceWhere, *, stale_before: datetime
+) -> dict[str, int]:
+    """total, active, inactive, unknown and held, in one statement."""
     status = effective_status(stale_before)
-    if not include_deregistered or scalable:
-        query = query.where(LIVE)
-    if statuses is not None:
-        query = query.where(status.in_(statuses))
-    if provider is not None:
-        query = query.where(col(Space.provider) == provider)
-    if scalable is True:
-        query = query.where(sa.not_(col(Space.synthetic)), status == "ACTIVE")
-    elif scalable is False:
-        query = query.where(sa.or_(col(Space.synthetic), status != "ACTIVE"))
-    if cloud_account_id is not None:
-        query = query.where(col(Space.cloud_account_id) == cloud_account_id)
-    return await page(session, query, Space.id, first, after)
+
+    def how_many(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[int]:
+        return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
+
+    counts = _spaces_where(org_id, where, stale_before).with_only_columns(
+        sa.func.count(),
+        how_many(status == "ACTIVE"),
+        how_many(status == "INACTIVE"),
+        how_many(status == "UNKNOWN"),
+        how_many(col(Space.held).is_(True)),
+    )
+    row = (await session.execute(counts)).one()
+    return dict(zip(("total", "active", "inactive", "unknown", "held"), row, strict=True))
 
 
 async def add_event(session: AsyncSession, event: SpaceStatusEvent) -> SpaceStatusEvent:

@@ -106,6 +106,14 @@ class Space(SQLModel, table=True):
             postgresql_where=LIVE,
         ),
         sa.Index("ix_spaces_probe_due", "next_probe_at", sqlite_where=LIVE, postgresql_where=LIVE),
+        # SpaceFilter.search is a case-insensitive substring: a trigram index serves it on
+        # Postgres (the migration enables pg_trgm); on SQLite it is a plain index on name.
+        sa.Index(
+            "ix_spaces_name_search",
+            "name",
+            postgresql_using="gin",
+            postgresql_ops={"name": "gin_trgm_ops"},
+        ),
     )
 
     id: str = Field(primary_key=True)
@@ -158,3 +166,54 @@ class Environment(SQLModel, table=True):
     space_id: str = Field(foreign_key="spaces.id", index=True)
     namespace: str
     created_at: datetime = _time()
+
+
+# -- CloudSpaces (issue 9) ----------------------------------------------------
+
+
+class CloudSpace(SQLModel, table=True):
+    """A tenant's vCluster on a host space, and where its reconciler stands.
+
+    `step` is the reconciler's persisted position (its phase follows from it), so a
+    crash or a FAILED retry resumes exactly there. `claimed_by` / `lease_until` lease
+    the row to one reconciler at a time; `next_attempt_at` says when it is due.
+    """
+
+    __tablename__ = "cloud_spaces"
+    __table_args__ = (
+        sa.UniqueConstraint("org_id", "name", name="uq_cloud_spaces_org_name"),
+        sa.Index("ix_cloud_spaces_due", "next_attempt_at"),
+    )
+
+    id: str = Field(primary_key=True)
+    org_id: str = Field(foreign_key="orgs.id", index=True, ondelete="CASCADE")
+    name: str
+    host_space_id: str = Field(foreign_key="spaces.id", index=True)
+    cpu: float
+    memory_mib: int
+    is_default: bool = False
+    phase: str = "PENDING"
+    step: str
+    message: str | None = None
+    failures: int = 0
+    usage_cpu: float | None = None
+    usage_memory_mib: int | None = None
+    next_attempt_at: datetime = _time()
+    claimed_by: str | None = None
+    lease_until: datetime | None = _time(nullable=True)
+    created_at: datetime = _time()
+
+
+class CloudSpaceEvent(SQLModel, table=True):
+    """A phase or message change; kept after its CloudSpace is gone (DELETED is the last)."""
+
+    __tablename__ = "cloud_space_events"
+    __table_args__ = (sa.Index("ix_cloud_space_events_cloud_space", "cloud_space_id", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    cloud_space_id: str
+    org_id: str = Field(index=True)
+    previous: str | None = None
+    phase: str
+    message: str | None = None
+    at: datetime = _time()

@@ -13,10 +13,22 @@ from typing import Any
 from sqlmodel import col
 from strawberry.dataloader import DataLoader
 
+from core import cloudspaces as cloudspace_rules
+from core.cloudspace_access import MintedKubeconfig
+from core.errors import ApiError
 from core.services import Services
-from db import cloud_accounts, environments, owned, spaces
+from db import cloud_accounts, cloudspaces, environments, owned, spaces
 from db.pages import Page, pages_by_parent
-from db.tables import CloudAccount, ClusterGrant, Environment, Org, Space, SpaceStatusEvent
+from db.tables import (
+    CloudAccount,
+    CloudSpace,
+    CloudSpaceEvent,
+    ClusterGrant,
+    Environment,
+    Org,
+    Space,
+    SpaceStatusEvent,
+)
 
 
 def _grouped(rows: Sequence[Any], keys: Sequence[str], parent: str) -> list[list[Any]]:
@@ -40,6 +52,10 @@ class Loaders:
         self.recent_events = DataLoader(self._recent_events)
         self.spaces_of_account = DataLoader(self._spaces_of_accounts)
         self.status_event = DataLoader(self._status_events)
+        self.cloud_space: DataLoader[str, CloudSpace | None] = self._by_id(CloudSpace, org_id)
+        self.cloud_spaces_of_space = DataLoader(self._cloud_spaces_of_spaces)
+        self.cloud_space_event = DataLoader(self._cloud_space_events)
+        self.kubeconfig = DataLoader(self._kubeconfigs)
 
     def _by_id(self, model: type[Any], org_id: str | None) -> DataLoader[str, Any]:
         async def load(keys: Sequence[str]) -> list[Any]:
@@ -96,3 +112,32 @@ class Loaders:
             rows = await spaces.events_by_ids(session, keys)
         found = {row.id: row for row in rows if row.org_id == self.org_id}
         return [found.get(key) for key in keys]
+
+    async def _cloud_spaces_of_spaces(self, keys: Sequence[str]) -> list[list[CloudSpace]]:
+        async with self.services.read() as session:
+            rows = await cloudspaces.of_spaces(session, self.org_id, keys)
+        return _grouped(rows, keys, "host_space_id")
+
+    async def _cloud_space_events(self, keys: Sequence[int]) -> list[CloudSpaceEvent | None]:
+        async with self.services.read() as session:
+            rows = await cloudspaces.events_by_ids(session, keys)
+        found = {row.id: row for row in rows if row.org_id == self.org_id}
+        return [found.get(key) for key in keys]
+
+    async def _kubeconfigs(
+        self, keys: Sequence[str]
+    ) -> list[MintedKubeconfig | BaseException | None]:
+        """A fresh tenant kubeconfig per CloudSpace: minted once per request, so the
+        kubeconfig and its expiry agree."""
+        found: list[MintedKubeconfig | BaseException | None] = []
+        for key in keys:
+            row = await self.cloud_space.load(key)
+            try:
+                found.append(
+                    None
+                    if row is None
+                    else await cloudspace_rules.mint_kubeconfig(self.services, row)
+                )
+            except ApiError as refused:
+                found.append(refused)
+        return found

@@ -3,30 +3,22 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from strawberry.dataloader import DataLoader
 
 from core import environments as environment_rules
 from core import spaces as space_rules
+from core.errors import ApiError
 from core.ids import kind_of
 from core.services import utcnow
 from db import owned, spaces
 from db.pages import Page
 from db.tables import CloudAccount, Environment, Space, SpaceStatusEvent
 from resolvers.context import Context
-from resolvers.pagination import checked_first, window
+from resolvers.pagination import checked_first, keyset, window, with_cursors
 
 DEFAULT_EVENTS = 20
-
-
-@dataclass(frozen=True)
-class SpaceFilter:
-    statuses: list[str] | None = None
-    provider: str | None = None
-    scalable: bool | None = None
-    include_deregistered: bool = False
 
 
 async def cloud_accounts_page(
@@ -39,22 +31,50 @@ async def cloud_accounts_page(
 
 
 async def spaces_page(
-    context: Context, first: int | None, after: str | None, where: SpaceFilter
+    context: Context,
+    where: spaces.SpaceWhere,
+    order: str | None,
+    first: int | None,
+    after: str | None,
+    last: int | None = None,
+    before: str | None = None,
 ) -> Page[Space]:
+    """`order` is a SpaceOrderField and direction, as in "NAME:DESC"; None: id order."""
     context.caller.require_to_read("space:view")
-    first, after = window(first, after, "Space")
+    page = keyset(first, after, last, before, "Space", order)
+    _check_search(where.search)
+    field, _, direction = (order or "").partition(":")
     async with context.services.read() as session:
-        return await spaces.list_spaces(
+        found = await spaces.list_spaces(
             session,
             context.caller.org_id,
-            first,
-            after,
+            where,
+            page,
             stale_before=context.services.health.stale_before(utcnow()),
-            statuses=where.statuses,
-            provider=where.provider,
-            scalable=where.scalable,
-            include_deregistered=where.include_deregistered,
+            order_by=field or None,
+            descending=direction == "DESC",
         )
+    return with_cursors(found, "Space", order)
+
+
+async def space_counts(context: Context, where: spaces.SpaceWhere) -> dict[str, int]:
+    context.caller.require_to_read("space:view")
+    _check_search(where.search)
+    async with context.services.read() as session:
+        return await spaces.count_spaces(
+            session,
+            context.caller.org_id,
+            where,
+            stale_before=context.services.health.stale_before(utcnow()),
+        )
+
+
+MAX_SEARCH = 100
+
+
+def _check_search(search: str | None) -> None:
+    if search is not None and len(search) > MAX_SEARCH:
+        raise ApiError("BAD_USER_INPUT", f"filter.search must be at most {MAX_SEARCH} characters")
 
 
 async def spaces_of_account(
@@ -79,6 +99,7 @@ VIEW_POLICY = {
     "CloudAccount": "cloudaccount:view",
     "Space": "space:view",
     "Environment": "environment:view",
+    "CloudSpace": "cloudspace:view",
 }
 
 
@@ -94,6 +115,7 @@ async def node(context: Context, object_id: str) -> tuple[str, Any] | None:
         "CloudAccount": loaders.cloud_account,
         "Space": loaders.space,
         "Environment": loaders.environment,
+        "CloudSpace": loaders.cloud_space,
     }
     loader = by_kind[kind]
     row = await loader.load(object_id)

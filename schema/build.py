@@ -19,7 +19,7 @@ from schema.limits import MAX_TOKENS, DocumentLimits
 from schema.mutation import Mutation
 from schema.query import Query
 from schema.subscription import Subscription
-from schema.types import CloudAccount, Environment, Org, Space
+from schema.types import CloudAccount, CloudSpace, Environment, Org, Space
 
 SDL_PATH = Path(__file__).resolve().parent.parent / "schema.graphql"
 
@@ -49,7 +49,7 @@ schema = SpacedockSchema(
     query=Query,
     mutation=Mutation,
     subscription=Subscription,
-    types=[Org, CloudAccount, Space, Environment],
+    types=[Org, CloudAccount, Space, Environment, CloudSpace],
     extensions=[
         partial(MaxTokensLimiter, max_token_count=MAX_TOKENS),
         DocumentLimits,

@@ -91,3 +91,50 @@ class UserErrorCode(enum.Enum):
         "PROVIDER_ERROR",
         description="The cloud or cluster could not be reached or refused; the message says why.",
     )
+
+
+@strawberry.enum(description="Which way a list is sorted.")
+class OrderDirection(enum.Enum):
+    ASC = strawberry.enum_value("ASC", description="Smallest first (A to Z, oldest first).")
+    DESC = strawberry.enum_value("DESC", description="Largest first (Z to A, newest first).")
+
+
+@strawberry.enum(description="What a list of spaces is sorted by; ties are broken by id.")
+class SpaceOrderField(enum.Enum):
+    NAME = strawberry.enum_value("NAME", description="The space's name (the database's collation).")
+    STATUS = strawberry.enum_value(
+        "STATUS", description="The status as shown, alphabetically: ACTIVE, INACTIVE, UNKNOWN."
+    )
+    CREATED_AT = strawberry.enum_value("CREATED_AT", description="When the space was registered.")
+    LAST_PROBE_AT = strawberry.enum_value(
+        "LAST_PROBE_AT",
+        description="When the latest probe finished; never-probed spaces count as oldest.",
+    )
+
+
+@strawberry.enum(description="Where a CloudSpace stands in its lifecycle.")
+class CloudSpacePhase(enum.Enum):
+    PENDING = strawberry.enum_value("PENDING", description="Created; waiting for the reconciler.")
+    PROVISIONING = strawberry.enum_value(
+        "PROVISIONING",
+        description="The host namespace, its quota and the vCluster are being set up.",
+    )
+    INSTALLING_FLUX = strawberry.enum_value(
+        "INSTALLING_FLUX",
+        description="The vCluster is up; its tenant account, quotas and Flux are being installed.",
+    )
+    READY = strawberry.enum_value(
+        "READY", description="Healthy and ready for apps; re-checked every reconcile interval."
+    )
+    FAILED = strawberry.enum_value(
+        "FAILED",
+        description="A step failed (the reason is in message); retried with backoff from that step.",
+    )
+    DELETING = strawberry.enum_value(
+        "DELETING",
+        description="Being removed; message names what blocks the removal while it lingers.",
+    )
+    DELETED = strawberry.enum_value(
+        "DELETED",
+        description="Terminal: the CloudSpace and its vClusters are gone; sent once as the last event.",
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import strawberry
 from strawberry.scalars import JSON
 
-from schema.enums import Provider, SpaceStatus, SpaceType
+from schema.enums import OrderDirection, Provider, SpaceOrderField, SpaceStatus, SpaceType
 
 
 @strawberry.input(description="Which spaces a list or count covers; every field given must hold.")
@@ -16,6 +16,20 @@ class SpaceFilter:
     provider: Provider | None = strawberry.field(
         default=None, description="Only spaces of this provider."
     )
+    providers: list[Provider] | None = strawberry.field(
+        default=None, description="Only spaces of one of these providers."
+    )
+    cloud_account_ids: list[strawberry.ID] | None = strawberry.field(
+        default=None,
+        description="Only spaces of one of these cloud accounts (unknown ids match nothing).",
+    )
+    held: bool | None = strawberry.field(
+        default=None, description="true: only spaces under an operator hold; false: only others."
+    )
+    search: str | None = strawberry.field(
+        default=None,
+        description="Case-insensitive substring of the space name; at most 100 characters.",
+    )
     scalable: bool | None = strawberry.field(
         default=None,
         description="true: only real, ACTIVE spaces (the autoscaler, event-readiness and environment pickers).",
@@ -23,6 +37,17 @@ class SpaceFilter:
     include_deregistered: bool | None = strawberry.field(
         default=None, description="true: deregistered spaces too (default false)."
     )
+
+
+@strawberry.input(description="Ties are broken by id, so paging under any order is stable.")
+class SpaceOrder:
+    field: SpaceOrderField = strawberry.field(description="What to sort by.")
+    direction: OrderDirection = strawberry.field(description="Which way.")
+
+    @property
+    def label(self) -> str:
+        """The order as resolvers name it, e.g. "NAME:ASC"."""
+        return f"{self.field.name}:{self.direction.name}"
 
 
 @strawberry.input(description="A new cloud account.")

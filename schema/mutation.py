@@ -7,8 +7,14 @@ from typing import Annotated
 import strawberry
 
 from core.accounts import ClusterRef
+from core.cloudspaces import CreateRequest
 from core.spaces import RegisterSpaceRequest
-from resolvers import mutations, namespaces
+from resolvers import cloudspaces, mutations, namespaces
+from schema.cloudspace_inputs import (
+    CreateCloudSpaceInput,
+    DeleteCloudSpaceInput,
+    UpdateCloudSpaceQuotaInput,
+)
 from schema.inputs import (
     BindEnvironmentInput,
     ClusterAccessInput,
@@ -22,6 +28,7 @@ from schema.inputs import (
 )
 from schema.payloads import (
     CloudAccountPayload,
+    CloudSpacePayload,
     ClusterAccessPayload,
     DeletePayload,
     EnvironmentPayload,
@@ -29,7 +36,15 @@ from schema.payloads import (
     SpacePayload,
     payload,
 )
-from schema.types import CloudAccount, ClusterAccess, Environment, GraphInfo, Namespace, Space
+from schema.types import (
+    CloudAccount,
+    CloudSpace,
+    ClusterAccess,
+    Environment,
+    GraphInfo,
+    Namespace,
+    Space,
+)
 
 
 def _cluster_ref(input: ClusterAccessInput) -> ClusterRef:
@@ -146,3 +161,47 @@ class Mutation:
             info.context, input.id, input.space_id, input.namespace
         )
         return payload(EnvironmentPayload, "environment", outcome, Environment.from_row)
+
+    @strawberry.mutation(
+        description=(
+            "Creates a CloudSpace (PENDING). QUOTA_EXCEEDED, with the numbers, when the host "
+            "cannot give the quota beside every other CloudSpace on it."
+        )
+    )
+    async def create_cloud_space(
+        self, info: GraphInfo, input: Annotated[CreateCloudSpaceInput, INPUT]
+    ) -> CloudSpacePayload:
+        request = CreateRequest(
+            name=input.name,
+            host_space_id=input.host_space_id,
+            cpu=input.cpu,
+            memory_mib=input.memory_mib,
+        )
+        outcome = await cloudspaces.create(info.context, request)
+        return payload(CloudSpacePayload, "cloud_space", outcome, CloudSpace.from_row)
+
+    @strawberry.mutation(
+        description=(
+            "Changes a CloudSpace's quota; the host and in-vCluster quotas follow at once. "
+            "QUOTA_EXCEEDED below the current usage or beyond what the host can give."
+        )
+    )
+    async def update_cloud_space_quota(
+        self, info: GraphInfo, input: Annotated[UpdateCloudSpaceQuotaInput, INPUT]
+    ) -> CloudSpacePayload:
+        outcome = await cloudspaces.update_quota(
+            info.context, input.id, input.cpu, input.memory_mib
+        )
+        return payload(CloudSpacePayload, "cloud_space", outcome, CloudSpace.from_row)
+
+    @strawberry.mutation(
+        description=(
+            "Starts deleting a CloudSpace and everything in it (DELETING, then DELETED); "
+            "confirmName must equal its name."
+        )
+    )
+    async def delete_cloud_space(
+        self, info: GraphInfo, input: Annotated[DeleteCloudSpaceInput, INPUT]
+    ) -> CloudSpacePayload:
+        outcome = await cloudspaces.delete(info.context, input.id, input.confirm_name)
+        return payload(CloudSpacePayload, "cloud_space", outcome, CloudSpace.from_row)

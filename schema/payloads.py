@@ -9,7 +9,7 @@ import strawberry
 
 from core import errors
 from schema.enums import UserErrorCode
-from schema.types import CloudAccount, ClusterAccess, Environment, Namespace, Space
+from schema.types import CloudAccount, CloudSpace, ClusterAccess, Environment, Namespace, Space
 
 
 @strawberry.type(
@@ -93,6 +93,14 @@ class EnvironmentPayload:
     user_errors: list[UserError] = strawberry.field(
         description="Every problem with the call; empty when it succeeded."
     )
+
+
+@strawberry.type(description="The CloudSpace as changed, or userErrors and nothing changed.")
+class CloudSpacePayload:
+    cloud_space: CloudSpace | None = strawberry.field(
+        description="Null when userErrors is not empty."
+    )
+    user_errors: list[UserError] = strawberry.field(description="Why nothing changed.")
 
 
 P = TypeVar("P")

@@ -6,17 +6,46 @@ from typing import Annotated
 
 import strawberry
 
-from resolvers import reads
+from db.spaces import SpaceWhere
+from resolvers import cloudspaces, reads
 from schema.arguments import After, First, ObjectId
 from schema.enums import Role
-from schema.inputs import SpaceFilter
-from schema.types import CloudAccount, Connection, Environment, GraphInfo, Node, Org, Space, Viewer
+from schema.inputs import SpaceFilter, SpaceOrder
+from schema.types import (
+    CloudAccount,
+    CloudSpace,
+    Connection,
+    Environment,
+    GraphInfo,
+    Node,
+    Org,
+    Space,
+    SpaceCounts,
+    Viewer,
+)
+
+
+def space_where(filter: SpaceFilter | None) -> SpaceWhere:
+    if filter is None:
+        return SpaceWhere()
+    return SpaceWhere(
+        statuses=None if filter.status is None else [s.name for s in filter.status],
+        provider=None if filter.provider is None else filter.provider.name,
+        providers=None if filter.providers is None else [p.name for p in filter.providers],
+        cloud_account_ids=filter.cloud_account_ids,
+        held=filter.held,
+        search=filter.search,
+        scalable=filter.scalable,
+        include_deregistered=bool(filter.include_deregistered),
+    )
+
 
 NODE_TYPES: dict[str, type] = {
     "Org": Org,
     "CloudAccount": CloudAccount,
     "Space": Space,
     "Environment": Environment,
+    "CloudSpace": CloudSpace,
 }
 
 
@@ -57,27 +86,56 @@ class Query:
         return None if row is None else CloudAccount.from_row(row)
 
     @strawberry.field(
-        description="The org's spaces, registered ones unless the filter says otherwise."
+        description="The org's spaces (registered ones unless the filter says otherwise), "
+        "in id order (oldest first) unless orderBy says otherwise. Page forward with "
+        "first/after or back with last/before."
     )
     async def spaces(
         self,
         info: GraphInfo,
         first: First = None,
         after: After = None,
+        last: Annotated[
+            int | None,
+            strawberry.argument(
+                description="How many items to return from the end (or just before `before`): "
+                "1 to 100 (default 50 when `before` is given)."
+            ),
+        ] = None,
+        before: Annotated[
+            str | None,
+            strawberry.argument(
+                description="Return the items before this cursor (pageInfo.startCursor)."
+            ),
+        ] = None,
         filter: Annotated[
             SpaceFilter | None,
             strawberry.argument(description="Which spaces; null: every registered space."),
         ] = None,
+        order_by: Annotated[
+            SpaceOrder | None,
+            strawberry.argument(
+                description="Sort order, ties broken by id; cursors are valid only under the "
+                "order they came from. Null: id order."
+            ),
+        ] = None,
     ) -> Connection[Space]:
-        where = reads.SpaceFilter()
-        if filter is not None:
-            where = reads.SpaceFilter(
-                statuses=None if filter.status is None else [s.name for s in filter.status],
-                provider=None if filter.provider is None else filter.provider.name,
-                scalable=filter.scalable,
-                include_deregistered=bool(filter.include_deregistered),
-            )
-        return Connection.of(await reads.spaces_page(info.context, first, after, where), Space)
+        order = None if order_by is None else order_by.label
+        page = await reads.spaces_page(
+            info.context, space_where(filter), order, first, after, last, before
+        )
+        return Connection.of(page, Space)
+
+    @strawberry.field(description="How many spaces match the filter, in one request.")
+    async def space_counts(
+        self,
+        info: GraphInfo,
+        filter: Annotated[
+            SpaceFilter | None,
+            strawberry.argument(description="Which spaces; null: every registered space."),
+        ] = None,
+    ) -> SpaceCounts:
+        return SpaceCounts(**await reads.space_counts(info.context, space_where(filter)))
 
     @strawberry.field(
         description="One space, deregistered ones included; null when unknown or another org's."
@@ -91,3 +149,14 @@ class Query:
         self, info: GraphInfo, first: First = None, after: After = None
     ) -> Connection[Environment]:
         return Connection.of(await reads.environments_page(info.context, first, after), Environment)
+
+    @strawberry.field(description="The org's CloudSpaces, oldest first.")
+    async def cloud_spaces(
+        self, info: GraphInfo, first: First = None, after: After = None
+    ) -> Connection[CloudSpace]:
+        return Connection.of(await cloudspaces.page(info.context, first, after), CloudSpace)
+
+    @strawberry.field(description="One of the org's CloudSpaces; null for unknown or foreign ids.")
+    async def cloud_space(self, info: GraphInfo, id: ObjectId) -> CloudSpace | None:
+        row = await reads.one(info.context, "CloudSpace", id)
+        return None if row is None else CloudSpace.from_row(row)

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import strawberry
 
-from resolvers import subscriptions
-from schema.types import GraphInfo, SpaceStatusEvent
+from resolvers import cloudspaces, subscriptions
+from schema.types import CloudSpaceEvent, GraphInfo, SpaceStatusEvent
 
 
 @strawberry.type(
@@ -32,3 +32,18 @@ class Subscription:
         async with aclosing(subscriptions.space_status_events(info.context, space_id)) as events:
             async for row in events:
                 yield SpaceStatusEvent.from_row(row)
+
+    @strawberry.subscription(
+        description="Every phase or message change of the CloudSpaces the subscriber may view."
+    )
+    async def cloud_space_phase_changed(
+        self,
+        info: GraphInfo,
+        cloud_space_id: Annotated[
+            strawberry.ID | None,
+            strawberry.argument(description="Only this CloudSpace's changes; null: all of them."),
+        ] = None,
+    ) -> AsyncGenerator[CloudSpaceEvent, None]:
+        async with aclosing(cloudspaces.phase_events(info.context, cloud_space_id)) as events:
+            async for row in events:
+                yield CloudSpaceEvent.from_row(row)

@@ -13,12 +13,13 @@ from strawberry.types import Info
 from core import namespaces as namespace_rules
 from db import tables
 from db.pages import Page
+from resolvers import cloudspaces as cloudspace_reads
 from resolvers import namespaces as namespace_reads
 from resolvers import reads
 from resolvers.context import Context
-from resolvers.pagination import encode_cursor
+from resolvers.pagination import cursors_of
 from schema.arguments import After, First
-from schema.enums import Provider, Role, SpaceStatus, SpaceType
+from schema.enums import CloudSpacePhase, Provider, Role, SpaceStatus, SpaceType
 
 GraphInfo = Info[Context, None]
 T = TypeVar("T")
@@ -36,6 +37,12 @@ class Node:
 @strawberry.type(description="Where a page sits in its list.")
 class PageInfo:
     has_next_page: bool = strawberry.field(description="True when more items follow this page.")
+    has_previous_page: bool = strawberry.field(
+        description="True when items come before this page (always true after an `after`)."
+    )
+    start_cursor: str | None = strawberry.field(
+        description="The first item's cursor, to pass as `before`; null on an empty page."
+    )
     end_cursor: str | None = strawberry.field(
         description="The last item's cursor, to pass as `after`; null on an empty page."
     )
@@ -64,15 +71,27 @@ class Connection(Generic[T]):
     @classmethod
     def of(cls, page: Page[Any], wrap: type[T]) -> Connection[T]:
         nodes = [wrap.from_row(row) for row in page.items]  # type: ignore[attr-defined]
-        cursors = [encode_cursor(row.id) for row in page.items]
+        cursors = cursors_of(page)
         return cls(
             edges=[Edge(cursor=c, node=n) for c, n in zip(cursors, nodes, strict=True)],
             nodes=nodes,
             page_info=PageInfo(
-                has_next_page=page.has_next, end_cursor=cursors[-1] if cursors else None
+                has_next_page=page.has_next,
+                has_previous_page=page.has_previous,
+                start_cursor=cursors[0] if cursors else None,
+                end_cursor=cursors[-1] if cursors else None,
             ),
             total_count=page.total,
         )
+
+
+@strawberry.type(description="How many spaces match a filter, by status: a dashboard's header.")
+class SpaceCounts:
+    total: int = strawberry.field(description="Every matching space.")
+    active: int = strawberry.field(description="Those that read ACTIVE.")
+    inactive: int = strawberry.field(description="Those that read INACTIVE.")
+    unknown: int = strawberry.field(description="Those that read UNKNOWN.")
+    held: int = strawberry.field(description="Those under an operator hold (also INACTIVE).")
 
 
 @strawberry.type(description="An organisation: it owns every object its members see.")
@@ -306,6 +325,13 @@ class Space(Node):
         rows = await info.context.loaders.environments_of_space.load(self.row.id)
         return [Environment.from_row(row) for row in rows]
 
+    @strawberry.field(
+        description="The caller's org's CloudSpaces hosted on this space; requires cloudspace:view."
+    )
+    async def cloud_spaces(self, info: GraphInfo) -> list[CloudSpace]:
+        rows = await cloudspace_reads.of_space(info.context, self.row.id)
+        return [CloudSpace.from_row(row) for row in rows]
+
 
 @strawberry.type(description="A namespace on a space's cluster, read live.")
 class Namespace:
@@ -353,3 +379,121 @@ class Environment(Node):
     )
     async def gate(self, info: GraphInfo) -> str | None:
         return await reads.environment_gate(info.context, self.row)
+
+
+# -- CloudSpaces (issue 9) ----------------------------------------------------
+
+
+@strawberry.type(description="CPU and memory: a CloudSpace's quota, or what its workloads use.")
+class Quota:
+    cpu: float = strawberry.field(description="CPU cores (requests).")
+    memory_mib: int = strawberry.field(name="memoryMiB", description="Memory in MiB (requests).")
+
+
+@strawberry.type(description="A virtual cluster of a CloudSpace, with its own API server.")
+class VCluster:
+    row: Private[tables.CloudSpace]
+    name: str = strawberry.field(description="The vCluster's name (the CloudSpace's).")
+    ready: bool = strawberry.field(
+        description="True once its API server answers (from INSTALLING_FLUX on, until DELETING)."
+    )
+
+    @strawberry.field(
+        description=(
+            "Requires cloudspace:kubeconfig. A kubeconfig for the vCluster whose credential is "
+            "a short-lived token (SPACEDOCK_KUBECONFIG_TTL_S, default 3600 s), never the admin "
+            "certificate. Null while the vCluster is not ready."
+        )
+    )
+    async def kubeconfig(self, info: GraphInfo) -> str | None:
+        minted = await cloudspace_reads.kubeconfig(info.context, self.row)
+        return None if minted is None else minted.text
+
+    @strawberry.field(description="When the credential inside kubeconfig expires.")
+    async def kubeconfig_expires_at(self, info: GraphInfo) -> datetime | None:
+        minted = await cloudspace_reads.kubeconfig(info.context, self.row)
+        return None if minted is None else minted.expires_at
+
+
+@strawberry.type(
+    description=(
+        "A tenant's own Kubernetes environment: a vCluster on a host space, with a CPU and "
+        "memory quota, Flux, and kubeconfigs to download."
+    )
+)
+class CloudSpace(Node):
+    row: Private[tables.CloudSpace]
+    id: strawberry.ID = strawberry.field(description="Opaque id (cs_…).")
+    name: str = strawberry.field(description="A DNS-1123 label, unique in the org.")
+    phase: CloudSpacePhase = strawberry.field(description="Where it stands in its lifecycle.")
+    message: str | None = strawberry.field(
+        description="Why the CloudSpace is FAILED, or what blocks DELETING."
+    )
+    quota: Quota = strawberry.field(
+        description="What its workloads may request in all, across its namespaces."
+    )
+    usage: Quota | None = strawberry.field(
+        description="What its workloads request now, refreshed while READY; null before."
+    )
+    is_default: bool = strawberry.field(
+        description="The org's default CloudSpace, made when the org was created."
+    )
+    created_at: datetime = strawberry.field(description="When it was created.")
+
+    @classmethod
+    def from_row(cls, row: tables.CloudSpace) -> CloudSpace:
+        usage = None
+        if row.usage_cpu is not None and row.usage_memory_mib is not None:
+            usage = Quota(cpu=row.usage_cpu, memory_mib=row.usage_memory_mib)
+        return cls(
+            row=row,
+            id=strawberry.ID(row.id),
+            name=row.name,
+            phase=CloudSpacePhase(row.phase),
+            message=row.message,
+            quota=Quota(cpu=row.cpu, memory_mib=row.memory_mib),
+            usage=usage,
+            is_default=row.is_default,
+            created_at=row.created_at,
+        )
+
+    @strawberry.field(
+        description="The space it runs on; null when that space belongs to another org (the platform's)."
+    )
+    async def host_space(self, info: GraphInfo) -> Space | None:
+        row = await info.context.loaders.space.load(self.row.host_space_id)
+        return None if row is None else Space.from_row(row)
+
+    @strawberry.field(description="Its vClusters; one, named like the CloudSpace.")
+    def vclusters(self) -> list[VCluster]:
+        return [VCluster(row=self.row, name=self.row.name, ready=cloudspace_reads.ready(self.row))]
+
+
+@strawberry.type(description="A phase or message change of a CloudSpace.")
+class CloudSpaceEvent:
+    row: Private[tables.CloudSpaceEvent]
+    cloud_space_id: strawberry.ID = strawberry.field(description="The CloudSpace it is about.")
+    previous: CloudSpacePhase | None = strawberry.field(
+        description="The phase before; null for the first event."
+    )
+    phase: CloudSpacePhase = strawberry.field(description="The phase now; DELETED is the last.")
+    message: str | None = strawberry.field(
+        description="Why it FAILED, what blocks DELETING, or null."
+    )
+    at: datetime = strawberry.field(description="When it happened.")
+
+    @classmethod
+    def from_row(cls, row: tables.CloudSpaceEvent) -> CloudSpaceEvent:
+        return cls(
+            row=row,
+            cloud_space_id=strawberry.ID(row.cloud_space_id),
+            previous=None if row.previous is None else CloudSpacePhase(row.previous),
+            phase=CloudSpacePhase(row.phase),
+            message=row.message,
+            at=row.at,
+        )
+
+    @strawberry.field(description="The CloudSpace as it is now; null once it is deleted.")
+    async def cloud_space(self, info: GraphInfo) -> CloudSpace | None:
+        row = await info.context.loaders.cloud_space.load(self.row.cloud_space_id)
+        return None if row is None else CloudSpace.from_row(row)

@@ -342,6 +342,17 @@ NESTED_READS = {
         nodes { name gate space { name status cloudAccount { name clusterAccess { region } } } }
       }
     }""",
+    "sorted, searched spaces": """
+    {
+      spaces(last: 100, orderBy: {field: NAME, direction: DESC}, filter: {search: "SPACE"}) {
+        pageInfo { hasPreviousPage startCursor }
+        nodes { cloudAccount { name } environments { name } }
+      }
+    }""",
+    "space counts": """
+    {
+      spaceCounts(filter: {providers: [AWS, GENERIC], held: false}) { total active unknown }
+    }""",
     "account spaces": """
     {
       cloudAccounts(first: 100) {

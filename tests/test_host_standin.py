@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
+import aiohttp
 import pytest
 import yaml
 from kubernetes_asyncio.client import (
@@ -26,7 +27,13 @@ from kubernetes_asyncio.config import new_client_from_config_dict
 from kubernetes_asyncio.dynamic import DynamicClient
 
 from tests.support.host_standin import HostStandIn
-from tests.support.kube_api import format_quantity, quantity_units
+from tests.support.kube_quota import (
+    apply_limit_range_defaults,
+    format_quantity,
+    quantity_units,
+    quota_refusal,
+    quota_status,
+)
 from tests.support.pki import KeyPair
 
 T = TypeVar("T")
@@ -164,6 +171,7 @@ async def start_vcluster(host: HostStandIn, ns: str, name: str) -> dict[str, str
 async def test_server_side_apply_creates_once_then_updates_only_on_change(
     host: HostStandIn,
 ) -> None:
+    host.api.stall("web")  # no status updates: only applies may move resourceVersion
     async with host_client(host) as client:
         core, apps = apis(client)
         await core.patch_namespace("cs-apply", namespace("cs-apply"), **APPLY)
@@ -225,6 +233,10 @@ async def test_apply_needs_a_field_manager_and_conflicts_without_force(
         assert conflict.status == 409 and 'conflict with "spacedock": .data.k' in message(conflict)
         stored = await core.read_namespaced_config_map("owned", "default")
         assert stored.data == {"k": "spacedock"}
+        elsewhere = await refused(
+            core.patch_namespaced_config_map("owned", "kube-system", body, **APPLY)
+        )
+        assert elsewhere.status == 400 and "does not match the namespace" in message(elsewhere)
 
 
 async def test_discovery_serves_the_dynamic_client_and_learns_crd_kinds(host: HostStandIn) -> None:
@@ -586,3 +598,173 @@ async def test_the_host_takes_a_client_certificate_and_refuses_strangers(host: H
         assert "kube-system" in names
     async with kube(host.url, host.ca_pem, token="wrong") as client:
         assert (await refused(CoreV1Api(client).list_namespace())).status == 401
+
+
+async def test_refuse_closes_the_host_or_the_vclusters_until_listen(host: HostStandIn) -> None:
+    secret = await start_vcluster(host, "cs-refuse", "r")
+    admin = KeyPair(secret["client-certificate"], secret["client-key"])
+    host.refuse(host=False)
+    async with host_client(host) as client:
+        await CoreV1Api(client).list_namespace()
+    async with kube(host.vcluster_url("cs-refuse", "r"), host.vcluster_ca_pem, cert=admin) as c:
+        with pytest.raises(aiohttp.ClientConnectorError):
+            await CoreV1Api(c).list_namespace()
+        host.refuse()
+        async with host_client(host) as client:
+            with pytest.raises(aiohttp.ClientConnectorError):
+                await CoreV1Api(client).list_namespace()
+        host.listen()
+        await CoreV1Api(c).list_namespace()
+
+
+async def test_any_kind_is_stored_under_its_path_and_listed_by_labels(host: HostStandIn) -> None:
+    widget = {
+        "apiVersion": "example.dev/v1alpha1",
+        "kind": "Widget",
+        "metadata": {"name": "w1", "namespace": "default", "labels": {"team": "a"}},
+        "spec": {"size": 1},
+    }
+    async with host_client(host) as client:
+        path = "/apis/example.dev/v1alpha1/namespaces/default/widgets/w1"
+        await client.call_api(
+            path,
+            "PATCH",
+            query_params=[("fieldManager", "spacedock"), ("force", "true")],
+            header_params={"Content-Type": "application/apply-patch+yaml"},
+            body=widget,
+            auth_settings=["BearerToken"],
+        )
+        core, _ = apis(client)
+        for ns, team in (("default", "a"), ("kube-system", "a"), ("kube-public", "b")):
+            config_map = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "labelled", "namespace": ns, "labels": {"team": team}},
+            }
+            await core.patch_namespaced_config_map("labelled", ns, config_map, **APPLY)
+        team_a = await core.list_config_map_for_all_namespaces(label_selector="team=a")
+        assert sorted(c.metadata.namespace for c in team_a.items) == ["default", "kube-system"]
+        not_a = await core.list_namespaced_config_map("kube-public", label_selector="team!=a")
+        assert [c.metadata.name for c in not_a.items] == ["labelled"]
+
+        patched = await core.patch_namespaced_config_map(
+            "labelled", "default", {"data": {"k": "v"}}
+        )  # a strategic merge patch, as kubectl sends
+        assert patched.data == {"k": "v"} and patched.metadata.labels == {"team": "a"}
+    stored = host.api.find("widgets", "w1", "default", group="example.dev")
+    assert stored is not None and stored["spec"] == {"size": 1}
+    assert host.api.count("apply", "widgets.example.dev", "default", "w1") == 1
+    assert host.api.count("list", "configmaps") == 2
+
+
+async def test_a_token_dies_with_its_service_account(host: HostStandIn) -> None:
+    secret = await start_vcluster(host, "cs-bound", "b")
+    admin = KeyPair(secret["client-certificate"], secret["client-key"])
+    url = host.vcluster_url("cs-bound", "b")
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "tenant"}}
+    async with kube(url, host.vcluster_ca_pem, cert=admin) as client:
+        core, _ = apis(client)
+        await core.create_namespaced_service_account("default", account)
+        issued = await core.create_namespaced_service_account_token(
+            "tenant", "default", {"spec": {"audiences": [], "expirationSeconds": 600}}
+        )
+        token = issued.status.token
+        claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
+        assert claims["sub"] == "system:serviceaccount:default:tenant"
+        async with kube(url, host.vcluster_ca_pem, token=token) as tenant:
+            await CoreV1Api(tenant).list_namespace()
+            await core.delete_namespaced_service_account("tenant", "default")
+            await core.create_namespaced_service_account("default", account)
+            assert (await refused(CoreV1Api(tenant).list_namespace())).status == 401
+        unknown = await refused(
+            core.create_namespaced_service_account_token(
+                "nobody", "default", {"spec": {"audiences": []}}
+            )
+        )
+        assert unknown.status == 404
+
+
+def test_limit_range_defaults_and_quota_words_follow_the_api_server() -> None:
+    defaults = [
+        {
+            "spec": {
+                "limits": [
+                    {
+                        "type": "Container",
+                        "default": {"cpu": "500m", "memory": "512Mi"},
+                        "defaultRequest": {"cpu": "100m"},
+                    }
+                ]
+            }
+        }
+    ]
+    pod: dict[str, Any] = {
+        "metadata": {"name": "p"},
+        "spec": {
+            "containers": [
+                {"name": "bare"},
+                {"name": "capped", "resources": {"limits": {"cpu": "300m"}}},
+            ]
+        },
+    }
+    apply_limit_range_defaults(pod, defaults)
+    bare, capped = (c["resources"] for c in pod["spec"]["containers"])
+    # defaultRequest wins over default for requests; memory falls back to default.
+    assert bare["requests"] == {"cpu": "100m", "memory": "512Mi"}
+    assert bare["limits"] == {"cpu": "500m", "memory": "512Mi"}
+    # A container's own limit is its request, before any LimitRange default.
+    assert capped["requests"] == {"cpu": "300m", "memory": "512Mi"}
+
+    quota = {"metadata": {"name": "q"}, "spec": {"hard": {"requests.cpu": "1", "pods": "1"}}}
+    unstated = {"metadata": {"name": "u"}, "spec": {"containers": [{"name": "c"}]}}
+    assert quota_refusal(unstated, [quota], []) == (
+        'pods "u" is forbidden: failed quota: q: must specify requests.cpu'
+    )
+    assert quota_refusal(pod, [quota], []) is None
+    second = {**pod, "metadata": {"name": "second"}}
+    # Only what is exceeded is named (400m + 400m of cpu still fit).
+    assert quota_refusal(second, [quota], [pod]) == (
+        'pods "second" is forbidden: exceeded quota: q, '
+        "requested: pods=1, used: pods=1, limited: pods=1"
+    )
+    assert quota_status(quota, [pod]) == {
+        "hard": {"requests.cpu": "1", "pods": "1"},
+        "used": {"requests.cpu": "400m", "pods": "1"},
+    }
+
+
+async def test_flux_deployments_in_a_vcluster_become_available_after_the_delay(
+    host: HostStandIn,
+) -> None:
+    secret = await start_vcluster(host, "cs-flux", "f")
+    admin = KeyPair(secret["client-certificate"], secret["client-key"])
+    vcluster = host.vcluster("cs-flux", "f")
+    vcluster.stall("kustomize-controller")
+    async with kube(host.vcluster_url("cs-flux", "f"), host.vcluster_ca_pem, cert=admin) as client:
+        core, apps = apis(client)
+        await core.patch_namespace("flux-system", namespace("flux-system"), **APPLY)
+        for name in ("source-controller", "kustomize-controller"):
+            deployment = {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": name, "namespace": "flux-system"},
+                "spec": {
+                    "selector": {"matchLabels": {"app": name}},
+                    "template": {
+                        "metadata": {"labels": {"app": name}},
+                        "spec": {"containers": [{"name": "manager", "image": f"fluxcd/{name}"}]},
+                    },
+                },
+            }
+            await apps.patch_namespaced_deployment(name, "flux-system", deployment, **APPLY)
+
+        async def available(name: str) -> int:
+            found = await apps.read_namespaced_deployment(name, "flux-system")
+            return int(found.status.available_replicas or 0)
+
+        assert await eventually(lambda: available("source-controller")) == 1
+        assert await available("kustomize-controller") == 0
+        vcluster.unstall("kustomize-controller")
+        assert await eventually(lambda: available("kustomize-controller")) == 1
+    # The host saw none of it.
+    assert host.api.count(resource="deployments.apps", namespace="flux-system") == 0

@@ -12,15 +12,20 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import aioboto3
 import aiohttp
 import pytest
 import requests
 import yaml
 from azure.core.exceptions import ClientAuthenticationError
 from azure.identity.aio import ClientSecretCredential
+from botocore.config import Config
+from botocore.exceptions import ClientError
 from google.auth.exceptions import RefreshError
 from google.auth.transport import _aiohttp_requests
 from google.auth.transport import requests as google_requests
@@ -30,6 +35,7 @@ from providers import kube
 from providers.credentials import ClusterCredentials
 from providers.errors import PermanentError
 from tests.support.azure_standin import AKS_SERVER_APP, AzureStandIn, ServicePrincipal
+from tests.support.eks import AccessKey, EksStandIn, token_problem
 from tests.support.gcp_standin import CLOUD_PLATFORM_SCOPE, GcpStandIn
 from tests.support.kube_standin import KubeStandIn
 
@@ -227,22 +233,30 @@ asyncio.run(main())
 """
 
 
-def run_client(script: str, argument: str, ca_file: str | None) -> subprocess.CompletedProcess[str]:
-    """A fresh interpreter, as a spacedock server process starts: with or without
-    SSL_CERT_FILE in its environment from the start."""
-    env = {k: v for k, v in os.environ.items() if k != "SSL_CERT_FILE"}
-    if ca_file is not None:
-        env["SSL_CERT_FILE"] = ca_file
+def run_client(script: str, argument: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A fresh interpreter started with `env`, as a spacedock server process is."""
+    inherited = {
+        k: v for k, v in os.environ.items() if k not in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+    }
     return subprocess.run(
-        [sys.executable, "-c", script, argument], env=env, capture_output=True, text=True
+        [sys.executable, "-c", script, argument],
+        env={**inherited, **env},
+        capture_output=True,
+        text=True,
     )
 
 
-def test_gcp_async_transport_trusts_ssl_cert_file_set_before_start(gcp: GcpStandIn) -> None:
+def without_trust(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k not in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")}
+
+
+def test_gcp_async_transport_trusts_the_standin_through_its_env(gcp: GcpStandIn) -> None:
     info = json.dumps(gcp.service_account("proj-a"))
-    trusted = run_client(GCP_CLIENT, info, str(gcp.ca_file))
+    trusted = run_client(GCP_CLIENT, info, gcp.env)
     assert trusted.stdout.strip() == "token", trusted.stderr[-2000:]
-    assert "CERTIFICATE_VERIFY_FAILED" in run_client(GCP_CLIENT, info, None).stderr
+    assert (
+        "CERTIFICATE_VERIFY_FAILED" in run_client(GCP_CLIENT, info, without_trust(gcp.env)).stderr
+    )
 
 
 # -- Azure -------------------------------------------------------------------
@@ -427,6 +441,53 @@ async def test_azure_switches_bad_secret_rotation_and_throttling(
     assert (code, body) == (200, {"value": []})
 
 
+@pytest.mark.usefixtures("authority")
+async def test_azure_lists_clusters_in_pages_with_next_links(
+    azure: AzureStandIn, arm: aiohttp.ClientSession, kube_cluster: KubeStandIn
+) -> None:
+    principal = azure.service_principal()
+    for name in ("a1", "a2", "a3"):
+        azure.add_cluster(
+            principal.subscription_id, "rg", name, kube_cluster.url, kube_cluster.ca_pem
+        )
+    token = await azure_token(azure, principal, ARM_SCOPE)
+    azure.page_size = 2
+    try:
+        path = f"/subscriptions/{principal.subscription_id}/providers/Microsoft.ContainerService/managedClusters"
+        _, first = await arm_call(arm, "GET", path, token)
+        async with arm.get(
+            first["nextLink"], headers={"Authorization": f"Bearer {token}"}
+        ) as response:
+            second = await response.json()
+    finally:
+        azure.page_size = 100
+    assert [c["name"] for c in first["value"]] == ["a1", "a2"]
+    assert [c["name"] for c in second["value"]] == ["a3"]
+    assert "nextLink" not in second
+
+
+@pytest.mark.usefixtures("authority")
+async def test_azure_tokens_expire_as_announced(
+    azure: AzureStandIn, azure_principal: ServicePrincipal, kube_cluster: KubeStandIn
+) -> None:
+    azure.token_lifetime_s = 0
+    try:
+        async with ClientSecretCredential(
+            azure_principal.tenant_id,
+            azure_principal.client_id,
+            azure_principal.client_secret,
+            connection_verify=str(azure.ca_file),
+        ) as credential:
+            token = await credential.get_token_info(AKS_SCOPE)
+    finally:
+        azure.token_lifetime_s = 3599
+    assert token.expires_on <= time.time()  # azure-identity read expires_in
+    assert not azure.is_valid_aks_token(token.token)
+    expired = ClusterCredentials(kube_cluster.url, kube_cluster.ca_pem, token=token.token)
+    with pytest.raises(PermanentError, match="401"):
+        await kube.list_namespaces(expired)
+
+
 AZURE_CLIENT = """
 import asyncio, json, sys
 from azure.identity.aio import ClientSecretCredential
@@ -441,12 +502,220 @@ asyncio.run(main())
 """
 
 
-def test_azure_identity_trusts_ssl_cert_file_set_before_start(
-    azure: AzureStandIn, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("AZURE_AUTHORITY_HOST", azure.url)
+def test_azure_identity_trusts_the_standin_through_its_env(azure: AzureStandIn) -> None:
     principal = azure.service_principal()
     argument = json.dumps([principal.tenant_id, principal.client_id, principal.client_secret])
-    trusted = run_client(AZURE_CLIENT, argument, str(azure.ca_file))
+    trusted = run_client(AZURE_CLIENT, argument, azure.env)
     assert trusted.stdout.strip() == "token", trusted.stderr[-2000:]
-    assert "CERTIFICATE_VERIFY_FAILED" in run_client(AZURE_CLIENT, argument, None).stderr
+    untrusted = run_client(AZURE_CLIENT, argument, without_trust(azure.env))
+    assert "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr
+
+
+# -- AWS EKS -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def aws() -> Iterator[EksStandIn]:
+    with EksStandIn() as standin:
+        yield standin
+
+
+@pytest.fixture(scope="module")
+def eks_clusters(aws: EksStandIn) -> Iterator[dict[str, KubeStandIn]]:
+    """Two clusters in two regions, each its own Kubernetes stand-in that takes
+    only EKS tokens naming it."""
+    clusters: dict[str, KubeStandIn] = {}
+    for region, name in (("eu-west-1", "prod"), ("us-east-1", "dev")):
+        standin = KubeStandIn().start()
+        standin.tokens.clear()
+        standin.accept_tokens_when(aws.token_check(name))
+        aws.add_cluster(region, name, standin.url, standin.ca_pem)
+        clusters[name] = standin
+    yield clusters
+    for standin in clusters.values():
+        standin.stop()
+
+
+def aws_session(key: AccessKey, token: str | None = None) -> aioboto3.Session:
+    return aioboto3.Session(
+        aws_access_key_id=key.access_key_id,
+        aws_secret_access_key=key.secret_access_key,
+        aws_session_token=token,
+    )
+
+
+async def mint_eks_token(
+    session: aioboto3.Session, aws: EksStandIn, region: str, cluster: str
+) -> str:
+    """What spacedock's EKS adapter does: presign GetCallerIdentity with x-k8s-aws-id."""
+    async with session.client("sts", region_name=region, endpoint_url=aws.url) as sts:
+        url = await sts._request_signer.generate_presigned_url(
+            {
+                "method": "GET",
+                "url": f"https://sts.{region}.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15",
+                "body": {},
+                "headers": {"x-k8s-aws-id": cluster},
+                "context": {},
+            },
+            region_name=region,
+            expires_in=60,
+            operation_name="",
+        )
+    return "k8s-aws-v1." + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
+
+
+async def eks_call(
+    session: aioboto3.Session, aws: EksStandIn, region: str, operation: str, **kwargs: Any
+) -> dict[str, Any]:
+    no_retries = Config(retries={"total_max_attempts": 1})
+    async with session.client(
+        "eks", region_name=region, endpoint_url=aws.url, config=no_retries
+    ) as eks:
+        answer: dict[str, Any] = await getattr(eks, operation)(**kwargs)
+    return answer
+
+
+async def test_eks_user_discovers_clusters_per_region_and_reaches_one_with_its_token(
+    aws: EksStandIn, eks_clusters: dict[str, KubeStandIn]
+) -> None:
+    key = aws.user()
+    session = aws_session(key)
+    async with session.client("sts", region_name="eu-west-1", endpoint_url=aws.url) as sts:
+        identity = await sts.get_caller_identity()
+    assert identity["Arn"] == f"arn:aws:iam::123456789012:user/{key.user_name}"
+    listed = await eks_call(session, aws, "eu-west-1", "list_clusters")
+    assert listed["clusters"] == ["prod"]
+    assert (await eks_call(session, aws, "us-east-1", "list_clusters"))["clusters"] == ["dev"]
+    cluster = (await eks_call(session, aws, "eu-west-1", "describe_cluster", name="prod"))[
+        "cluster"
+    ]
+    assert cluster["status"] == "ACTIVE"
+    assert cluster["endpoint"] == eks_clusters["prod"].url
+
+    token = await mint_eks_token(session, aws, "eu-west-1", "prod")
+    ca_pem = base64.b64decode(cluster["certificateAuthority"]["data"]).decode()
+    namespaces = await kube.list_namespaces(
+        ClusterCredentials(cluster["endpoint"], ca_pem, token=token)
+    )
+    assert "default" in [n.name for n in namespaces]
+    dev = eks_clusters["dev"]
+    with pytest.raises(PermanentError, match="401"):  # a token names one cluster only
+        await kube.list_namespaces(ClusterCredentials(dev.url, dev.ca_pem, token=token))
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):
+        await eks_call(session, aws, "us-east-1", "describe_cluster", name="prod")
+
+
+async def test_eks_token_problems_are_each_named(aws: EksStandIn) -> None:
+    key = aws.user()
+    token = await mint_eks_token(aws_session(key), aws, "eu-west-1", "prod")
+    assert token_problem(token, "prod") is None
+    url = base64.urlsafe_b64decode(token[11:] + "==").decode()
+
+    def wrap(text: str) -> str:
+        return "k8s-aws-v1." + base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+    assert token_problem(token[11:], "prod") == "no k8s-aws-v1. prefix"
+    assert token_problem(
+        wrap(url.replace("https://sts.", "https://sts.evil.example/")), "prod"
+    ) == ("not an STS host")
+    assert token_problem(token + "=", "prod") == "base64url padding in the token"
+    assert token_problem(wrap(url.replace("GetCallerIdentity", "AssumeRole")), "prod") == (
+        "not an STS GetCallerIdentity URL"
+    )
+    assert token_problem(wrap(url.replace("%3Bx-k8s-aws-id", "")), "prod") == (
+        "x-k8s-aws-id is not a signed header"
+    )
+    later = datetime.now(UTC) + timedelta(minutes=16)
+    assert token_problem(token, "prod", now=later) == "expired"
+    mismatch = "signature does not match this cluster's name or a live key"
+    assert token_problem(token, "dev") == mismatch
+    assert (
+        token_problem(wrap(url.replace("X-Amz-Expires=60", "X-Amz-Expires=900")), "prod")
+        == mismatch
+    )
+    any_cluster = aws.token_check()
+    assert any_cluster(token)
+    assert not any_cluster(wrap(url.replace("X-Amz-Expires=60", "X-Amz-Expires=900")))
+    aws.revoke(key)
+    assert token_problem(token, "prod") == mismatch
+    assert not any_cluster(token)
+
+
+async def test_eks_refuses_bad_keys_and_missing_rights(aws: EksStandIn) -> None:
+    key = aws.user()
+    with pytest.raises(ClientError, match="SignatureDoesNotMatch"):
+        await eks_call(
+            aws_session(AccessKey(key.access_key_id, "wrong", key.user_name, key.account_id)),
+            aws,
+            "eu-west-1",
+            "list_clusters",
+        )
+    unknown = AccessKey(
+        "AKIAUNKNOWNUNKNOWN00", key.secret_access_key, key.user_name, key.account_id
+    )
+    async with aws_session(unknown).client(
+        "sts", region_name="eu-west-1", endpoint_url=aws.url
+    ) as sts:
+        with pytest.raises(ClientError, match="InvalidClientTokenId"):
+            await sts.get_caller_identity()
+    powerless = aws.user(actions=["sts:GetCallerIdentity"])
+    with pytest.raises(ClientError, match="AccessDenied"):
+        await eks_call(aws_session(powerless), aws, "eu-west-1", "list_clusters")
+
+
+async def test_eks_assumed_role_sees_its_own_accounts_clusters(
+    aws: EksStandIn, eks_clusters: dict[str, KubeStandIn]
+) -> None:
+    prod = eks_clusters["prod"]
+    aws.add_cluster("eu-west-1", "theirs", prod.url, prod.ca_pem, account_id="111122223333")
+    role_arn = aws.role("111122223333")
+    async with aws_session(aws.user()).client(
+        "sts", region_name="eu-west-1", endpoint_url=aws.url
+    ) as sts:
+        assumed = (await sts.assume_role(RoleArn=role_arn, RoleSessionName="spacedock"))[
+            "Credentials"
+        ]
+    session = aioboto3.Session(
+        aws_access_key_id=assumed["AccessKeyId"],
+        aws_secret_access_key=assumed["SecretAccessKey"],
+        aws_session_token=assumed["SessionToken"],
+    )
+    assert (await eks_call(session, aws, "eu-west-1", "list_clusters"))["clusters"] == ["theirs"]
+    token = await mint_eks_token(session, aws, "eu-west-1", "theirs")
+    assert token_problem(token, "theirs") is None
+
+
+async def test_eks_throttling_switch(aws: EksStandIn, eks_clusters: dict[str, KubeStandIn]) -> None:
+    session = aws_session(aws.user())
+    aws.throttle(times=1)
+    try:
+        with pytest.raises(ClientError, match="ThrottlingException"):
+            await eks_call(session, aws, "eu-west-1", "list_clusters")
+        assert (await eks_call(session, aws, "eu-west-1", "list_clusters"))["clusters"] == ["prod"]
+        aws.throttle()
+        async with session.client("sts", region_name="eu-west-1", endpoint_url=aws.url) as sts:
+            assert (await sts.get_caller_identity())["Account"] == "123456789012"  # STS unthrottled
+        with pytest.raises(ClientError, match="Rate exceeded"):
+            await eks_call(session, aws, "eu-west-1", "list_clusters")
+    finally:
+        aws.heal()
+
+
+async def test_eks_standins_in_one_process_leave_each_other_alone(
+    aws: EksStandIn, eks_clusters: dict[str, KubeStandIn]
+) -> None:
+    """A session-wide stand-in and a module's own may run at once: stopping one
+    removes only what it made and leaves authentication on for the other."""
+    key = aws.user()
+    with EksStandIn() as other:
+        other_key = other.user()
+        other.add_cluster("eu-west-1", "short-lived", aws.url, eks_clusters["prod"].ca_pem)
+        listed = await eks_call(aws_session(other_key), other, "eu-west-1", "list_clusters")
+        assert listed["clusters"] == ["prod", "short-lived"]
+    listed = await eks_call(aws_session(key), aws, "eu-west-1", "list_clusters")
+    assert listed["clusters"] == ["prod"]
+    with pytest.raises(ClientError, match="InvalidClientTokenId"):
+        await eks_call(aws_session(other_key), aws, "eu-west-1", "list_clusters")
+    wrong = AccessKey(key.access_key_id, "wrong", key.user_name, key.account_id)
+    with pytest.raises(ClientError, match="SignatureDoesNotMatch"):
+        await eks_call(aws_session(wrong), aws, "eu-west-1", "list_clusters")

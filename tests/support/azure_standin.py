@@ -8,7 +8,8 @@ Use (see tests/test_standin_clouds.py):
         principal = azure.service_principal()      # tenant, client id, secret, subscription
         azure.add_cluster(principal.subscription_id, "rg-1", "aks-1", kube.url, kube.ca_pem)
         kube.accept_tokens_when(azure.is_valid_aks_token)
-    # spacedock: AZURE_AUTHORITY_HOST = SPACEDOCK_AZURE_RESOURCE_MANAGER_ENDPOINT = azure.url
+    # spacedock server process: env=azure.env (AZURE_AUTHORITY_HOST and
+    # SPACEDOCK_AZURE_RESOURCE_MANAGER_ENDPOINT = azure.url, plus trust)
 
 - What azure-identity calls: its async `ClientSecretCredential` (azure-identity
   1.27; the async credential does not go through MSAL) makes exactly one request
@@ -31,7 +32,8 @@ Use (see tests/test_standin_clouds.py):
 - ARM (base URL `azure.url`), every call needing `?api-version=` and an
   unexpired bearer token issued for ARM in the subscription's tenant:
   `GET /subscriptions/{s}/providers/Microsoft.ContainerService/managedClusters`
-  (`{"value": [...]}`; each `id` spelled as AKS does,
+  (`{"value": [...], "nextLink": url}`: `page_size` clusters a page, default
+  100, with `nextLink` to the next page while there is one; each `id` spelled as AKS does,
   `/subscriptions/{s}/resourcegroups/{rg}/providers/Microsoft.ContainerService/managedClusters/{name}`,
   note the lower-case `resourcegroups`),
   `GET .../resourceGroups/{rg}/providers/Microsoft.ContainerService/managedClusters/{name}`,
@@ -58,6 +60,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 import yaml
 from aiohttp import web
@@ -110,10 +113,20 @@ class AzureStandIn(HttpsStandIn):
         self.reject_secrets = False
         self.throttled_calls = 0
         self.retry_after_s = 1
+        self.page_size = 100
         self._secrets: dict[tuple[str, str], str] = {}  # (tenant, client) -> secret
         self._subscriptions: dict[str, str] = {}  # subscription -> tenant
         self._tokens: dict[str, _Token] = {}
         self._clusters: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    @property
+    def env(self) -> dict[str, str]:
+        """For a spacedock server process."""
+        return {
+            "AZURE_AUTHORITY_HOST": self.url,
+            "SPACEDOCK_AZURE_RESOURCE_MANAGER_ENDPOINT": self.url,
+            **self.trust_env,
+        }
 
     # -- what tests set up ------------------------------------------------
     def service_principal(
@@ -357,7 +370,14 @@ class AzureStandIn(HttpsStandIn):
             for (s, _, _), cluster in sorted(self._clusters.items())
             if s == subscription
         ]
-        return web.json_response({"value": listed})
+        start = int(request.query.get("$skipToken", "0"))
+        page: dict[str, Any] = {"value": listed[start : start + self.page_size]}
+        if start + self.page_size < len(listed):
+            query = urlencode(
+                {"api-version": request.query["api-version"], "$skipToken": start + self.page_size}
+            )
+            page["nextLink"] = f"{self.url}{request.path}?{query}"
+        return web.json_response(page)
 
     async def _get(self, request: web.Request) -> web.Response:
         cluster = self._cluster(request)

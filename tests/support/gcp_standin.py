@@ -7,6 +7,7 @@ Use (the `gcp` fixture style of tests/test_standin_clouds.py):
         info = gcp.service_account("proj-a")       # a service-account JSON (dict)
         gcp.add_cluster("proj-a", "europe-west1", "prod", kube.url, kube.ca_pem)
         kube.accept_tokens_when(gcp.is_valid_access_token)
+    # spacedock server process: env=gcp.env (SPACEDOCK_GCP_CONTAINER_ENDPOINT + trust)
 
 - `service_account(project)` makes a key pair and returns the JSON a user
   downloads from Google (`type`, `project_id`, `private_key_id`,
@@ -117,6 +118,11 @@ class GcpStandIn(HttpsStandIn):
     @property
     def token_uri(self) -> str:
         return f"{self.url}/token"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """For a spacedock server process (the token endpoint is in each JSON)."""
+        return {"SPACEDOCK_GCP_CONTAINER_ENDPOINT": self.url, **self.trust_env}
 
     # -- what tests set up ------------------------------------------------
     def service_account(self, project: str, name: str = "spacedock") -> dict[str, str]:

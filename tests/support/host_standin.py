@@ -52,7 +52,8 @@ What every vCluster does (`host.vcluster(namespace, name)`, a `VClusterApi`):
 
 * accepts its admin client certificate (`.admin`) and the tokens it issued
   through TokenRequest (`POST /api/v1/namespaces/{ns}/serviceaccounts/{sa}/
-  token`, `expirationSeconds` >= 600 else 422) until they expire or their
+  token`, `expirationSeconds` >= 600 else 422; JWT-shaped, `sub`
+  `system:serviceaccount:{ns}:{sa}`) until they expire or their
   ServiceAccount goes; `.expire_tokens()` ends them all; else 401;
 * Deployments (Flux in `flux-system`) get ready after the delay, CRDs are
   Established at once and their kinds served;
@@ -60,9 +61,11 @@ What every vCluster does (`host.vcluster(namespace, name)`, a `VClusterApi`):
   ResourceQuota of the namespace (`requests.cpu`/`cpu`, `requests.memory`/
   `memory`, `limits.*`): over `hard` is 403 Forbidden `pods "x" is forbidden:
   exceeded quota: spacedock-quota, requested: requests.cpu=2, used:
-  requests.cpu=500m, limited: requests.cpu=1`; an admitted pod counts in the
-  quota's `status.used` (and stops counting when deleted). Workloads start no
-  pods: only pods created through the API count.
+  requests.cpu=500m, limited: requests.cpu=1` (only the exceeded keys named;
+  a constrained key the pod states nothing for is `failed quota: …: must
+  specify requests.cpu`); an admitted pod counts in the quota's `status.used`
+  (and stops counting when deleted). Workloads start no pods: only pods
+  created through the API count. The rules live in kube_quota.py.
 
 Switches and counters, on `host.api` and on each vCluster alike (callable from
 any thread; `host.heal()` heals all):
@@ -71,6 +74,8 @@ any thread; `host.heal()` heals all):
   server-side applies answer `code` (`times=None`: until healed);
 * `stall(name)` / `unstall(name)`, `linger_namespaces()` /
   `release_namespaces()`, `expire_tokens()`, `heal()`;
+* on the host only: `host.refuse(host=True, vclusters=True)` stops listening
+  (connection refused) until `host.listen()`; `host.set_nodes(...)`;
 * `count(verb=, resource=, namespace=, name=)` counts calls (`verb` one of
   get, list, create, update, patch, apply, delete, deletecollection,
   discovery; `resource` as kubectl names it: `statefulsets.apps`,
@@ -94,7 +99,12 @@ Use it as a module fixture, pointing the spacedock server at it:
         return {"SPACEDOCK_VCLUSTER_URL_TEMPLATE": host.vcluster_url_template}
 
 and register the host as a GENERIC space with `server=host.url`,
-`ca=host.ca_pem`, `token=host.token`.
+`ca=host.ca_pem`, `token=host.token`. Delays are attributes read when a
+workload is written (`host.api.ready_delay_s`, and each vCluster's), so a bench
+can subtract them. To stop a reconciler mid-PROVISIONING deterministically,
+`host.api.stall(name)` its StatefulSet, wait until `host.api.find(
+"statefulsets", name, namespace, group="apps")` exists, kill it, restart,
+`host.api.unstall(name)`, then assert `host.api.created_twice() == []`.
 """
 
 from __future__ import annotations
@@ -103,6 +113,7 @@ import asyncio
 import ssl
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -152,6 +163,28 @@ def vcluster_kubeconfig(ca_pem: str, admin: KeyPair) -> str:
         },
         sort_keys=False,
     )
+
+
+@dataclass
+class _Server:
+    """One listening HTTPS server, which a switch can close and open again."""
+
+    runner: web.AppRunner
+    port: int
+    context: ssl.SSLContext
+    site: web.TCPSite | None = None
+
+    async def open(self) -> None:
+        if self.site is None:
+            self.site = web.TCPSite(
+                self.runner, "127.0.0.1", self.port, ssl_context=self.context, reuse_address=True
+            )
+            await self.site.start()
+
+    async def close(self) -> None:
+        if self.site is not None:
+            await self.site.stop()
+            self.site = None
 
 
 class VClusterApi(KubeApi):
@@ -241,24 +274,22 @@ class HostStandIn:
         self.api = HostApi(self, loop=self._loop, ready_delay_s=ready_delay_s)
         self.vclusters: dict[tuple[str, str], VClusterApi] = {}
         self.set_nodes(nodes)
-        self._runners: list[web.AppRunner] = []
+        self._servers: dict[str, _Server] = {}
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> HostStandIn:
         self._thread.start()
-        self._call(self._serve(self._host, self.port, self.ca, self.ca.pem))
-        self._call(
-            self._serve(self._gateway, self.vcluster_port, self.vcluster_ca, self.vcluster_ca.pem)
-        )
+        self._call(self._serve("host", self._host, self.port, self.ca))
+        self._call(self._serve("vclusters", self._gateway, self.vcluster_port, self.vcluster_ca))
         return self
 
     def stop(self) -> None:
-        for runner in self._runners:
-            self._call(runner.cleanup())
+        for server in self._servers.values():
+            self._call(server.runner.cleanup())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
-            self._loop.close()
+            self._loop.close()  # else its self-pipe sockets leak as ResourceWarnings
 
     def __enter__(self) -> HostStandIn:
         return self.start()
@@ -324,8 +355,19 @@ class HostStandIn:
 
         self.api._sync(replace)
 
+    def refuse(self, *, host: bool = True, vclusters: bool = True) -> None:
+        """Stop listening (clients get connection refused) on the host API, the
+        vCluster gateway, or both; `listen()` or `heal()` opens them again."""
+        for name in [n for n, wanted in (("host", host), ("vclusters", vclusters)) if wanted]:
+            self._call(self._servers[name].close())
+
+    def listen(self) -> None:
+        for server in self._servers.values():
+            self._call(server.open())
+
     def heal(self) -> None:
         """Every switch off, on the host and in every vCluster."""
+        self.listen()
         self.api.heal()
         for vcluster in list(self.vclusters.values()):
             vcluster.heal()
@@ -334,18 +376,14 @@ class HostStandIn:
     def _call(self, coroutine: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=10)
 
-    async def _serve(
-        self, handler: Any, port: int, ca: CertificateAuthority, client_ca_pem: str
-    ) -> None:
+    async def _serve(self, name: str, handler: Any, port: int, ca: CertificateAuthority) -> None:
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", handler)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        self._runners.append(runner)
-        context = _ssl_context(ca.issue("kube-apiserver"), client_ca_pem)
-        await web.TCPSite(
-            runner, "127.0.0.1", port, ssl_context=context, reuse_address=True
-        ).start()
+        context = _ssl_context(ca.issue("kube-apiserver"), ca.pem)
+        self._servers[name] = _Server(runner, port, context)
+        await self._servers[name].open()
 
     def _start_vcluster(self, namespace: str, name: str) -> VClusterApi:
         key = (namespace, name)

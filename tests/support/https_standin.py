@@ -4,10 +4,12 @@ from a test CA.
 
 Running on its own loop means sync tests, async tests and a spacedock server
 in another process can all call it while a test flips its switches. Clients
-trust it through `ca_file` (a PEM file holding the CA): pass it as
-`SSL_CERT_FILE` / `REQUESTS_CA_BUNDLE` to a server process, or build an
-`ssl.SSLContext` from `ca_pem` in-process. Stand-ins that should be trusted
-through one file share one `CertificateAuthority` (the `ca` argument).
+trust it through `ca_file` (a PEM file holding the CA): `trust_env` sets it as
+`SSL_CERT_FILE` / `REQUESTS_CA_BUNDLE` for a server process, and
+`client_ssl_context()` serves in-process clients. Stand-ins that one process
+must trust together share one `CertificateAuthority` (the `ca` argument:
+`ca = CertificateAuthority(); GcpStandIn(ca=ca); AzureStandIn(ca=ca)`), since
+`SSL_CERT_FILE` names one file.
 """
 
 from __future__ import annotations
@@ -64,6 +66,12 @@ class HttpsStandIn:
     @property
     def ca_pem(self) -> str:
         return self.ca.pem
+
+    @property
+    def trust_env(self) -> dict[str, str]:
+        """What makes a fresh process trust this stand-in (and only its CA):
+        `SSL_CERT_FILE` for ssl/aiohttp, `REQUESTS_CA_BUNDLE` for requests."""
+        return {"SSL_CERT_FILE": str(self.ca_file), "REQUESTS_CA_BUNDLE": str(self.ca_file)}
 
     def client_ssl_context(self) -> ssl.SSLContext:
         """For in-process clients (aiohttp connectors, requests adapters)."""

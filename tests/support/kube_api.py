@@ -21,19 +21,19 @@ import asyncio
 import base64
 import copy
 import datetime as dt
-import math
+import json
 import re
 import secrets
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar
 
 import yaml
 from aiohttp import web
 
+from tests.support.kube_quota import apply_limit_range_defaults, quota_refusal, quota_status
 from tests.support.kube_standin import DNS_LABEL, _matches, status
 
 Obj = dict[str, Any]
@@ -43,26 +43,7 @@ APPLY_TYPES = ("application/apply-patch+yaml", "application/apply-patch+json")
 MERGE_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
 JSON_PATCH = "application/json-patch+json"
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-QUANTITY = re.compile(
-    r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$"
-)
-BINARY = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
-SUFFIXES = {
-    **{suffix: Decimal(2) ** (10 * power) for power, suffix in enumerate(BINARY, start=1)},
-    **{
-        suffix: Decimal(10) ** exponent
-        for suffix, exponent in zip("numkMGTPE", (-9, -6, -3, 3, 6, 9, 12, 15, 18), strict=True)
-    },
-}
-# What a ResourceQuota's `hard` may say about pods, and the pod request it counts.
-QUOTA_KEYS = {
-    "requests.cpu": ("requests", "cpu"),
-    "cpu": ("requests", "cpu"),
-    "requests.memory": ("requests", "memory"),
-    "memory": ("requests", "memory"),
-    "limits.cpu": ("limits", "cpu"),
-    "limits.memory": ("limits", "memory"),
-}
+ISSUER = "https://kubernetes.default.svc.cluster.local"
 MIN_TOKEN_SECONDS = 600  # the API server refuses shorter TokenRequests
 TERMINATING_CONFLICT = (
     "The system is ensuring all content is removed from this namespace.  "
@@ -77,36 +58,6 @@ LINGER_FINALIZERS = (
 
 def now_text() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-# -- quantities -------------------------------------------------------------
-def parse_quantity(text: object) -> Decimal:
-    """A Kubernetes quantity (`500m`, `1`, `0.5`, `512Mi`, `1Gi`, `1e3`) as a number."""
-    match = QUANTITY.match(str(text).strip())
-    if match is None:
-        raise ValueError(f"quantities must match the regular expression: {text!r}")
-    try:
-        if match[2]:
-            return Decimal(match[1] + match[2])
-        return Decimal(match[1]) * SUFFIXES.get(match[3] or "", Decimal(1))
-    except InvalidOperation as error:
-        raise ValueError(f"not a quantity: {text!r}") from error
-
-
-def quantity_units(resource: str, text: object) -> int:
-    """Whole units a quota counts in: millicores for cpu, bytes for the rest."""
-    value = parse_quantity(text)
-    return math.ceil(value * 1000) if resource.endswith("cpu") else math.ceil(value)
-
-
-def format_quantity(resource: str, units: int) -> str:
-    """The canonical form the API server writes (`500m`, `2`, `512Mi`, `1Gi`)."""
-    if resource.endswith("cpu"):
-        return str(units // 1000) if units % 1000 == 0 else f"{units}m"
-    for power, suffix in reversed(list(enumerate(BINARY, start=1))):
-        if units and units % 2 ** (10 * power) == 0:
-            return f"{units // 2 ** (10 * power)}{suffix}"
-    return str(units)
 
 
 # -- resources --------------------------------------------------------------
@@ -268,6 +219,7 @@ class ApplyFault:
 class IssuedToken:
     namespace: str
     service_account: str
+    uid: str
     expires: dt.datetime
 
 
@@ -286,6 +238,19 @@ class ApiError(Exception):
 
     def response(self) -> web.Response:
         return status(self.code, self.reason, self.message)
+
+
+def _jwt(claims: Obj) -> str:
+    """A token shaped like the API server's (a JWT); only this server's own record
+    of it makes it valid, so the signature is random bytes."""
+
+    def part(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+    header = json.dumps({"alg": "RS256", "kid": "standin"}).encode()
+    return ".".join(
+        [part(header), part(json.dumps(claims).encode()), part(secrets.token_bytes(64))]
+    )
 
 
 def not_found(resource: Resource, name: str) -> ApiError:
@@ -449,11 +414,10 @@ class KubeApi:
 
         def stored() -> Obj:
             group, _, version = obj["apiVersion"].rpartition("/")
-            resource = next(
-                r
-                for r in self.resources.values()
-                if r.group == group and r.version == version and r.kind == obj["kind"]
-            )
+            kinds = {(r.group, r.version, r.kind): r for r in self.resources.values()}
+            resource = kinds.get((group, version, obj["kind"]))
+            if resource is None:
+                raise KeyError(f"no kind {obj['kind']} in {obj['apiVersion']} is served")
             return copy.deepcopy(self._put(resource, copy.deepcopy(obj)))
 
         return self._sync(stored)
@@ -772,9 +736,21 @@ class KubeApi:
                 f"namespace {namespace} because it is being terminated",
             )
 
+    @staticmethod
+    def _check_same_namespace(resource: Resource, namespace: str, obj: Obj) -> None:
+        given = (obj.get("metadata") or {}).get("namespace")
+        if resource.namespaced and given and given != namespace:
+            raise ApiError(
+                400,
+                "BadRequest",
+                "the namespace of the provided object does not match the namespace sent on "
+                "the request",
+            )
+
     def _create(self, resource: Resource, namespace: str, obj: Obj) -> Obj:
         name = obj.get("metadata", {}).get("name")
         self._check_name(resource, name)
+        self._check_same_namespace(resource, namespace, obj)
         if self._find(resource, namespace, name) is not None:
             raise ApiError(409, "AlreadyExists", f'{resource.qualified} "{name}" already exists')
         self._check_namespace(resource, namespace, name)
@@ -838,6 +814,7 @@ class KubeApi:
                 f"the name of the object ({config['metadata']['name']}) does not match the "
                 f"name on the URL ({name})",
             )
+        self._check_same_namespace(resource, namespace, config)
         for fault in self._apply_faults:
             if fault.matches(resource.kind, name) and fault.times != 0:
                 if fault.times is not None:
@@ -1176,9 +1153,12 @@ class KubeApi:
 
     # -- tokens ------------------------------------------------------------
     def _token_request(self, target: Target, request: Obj) -> Obj:
-        if self._find(self.resource("", "serviceaccounts"), target.namespace, target.name) is None:
-            raise not_found(self.resource("", "serviceaccounts"), target.name)
+        accounts = self.resource("", "serviceaccounts")
+        account = self._find(accounts, target.namespace, target.name)
+        if account is None:
+            raise not_found(accounts, target.name)
         spec = request.get("spec") or {}
+        audiences = spec.get("audiences") or [ISSUER]
         seconds = spec.get("expirationSeconds") or 3600
         if not isinstance(seconds, int) or seconds < MIN_TOKEN_SECONDS:
             raise ApiError(
@@ -1187,9 +1167,24 @@ class KubeApi:
                 "TokenRequest.authentication.k8s.io is invalid: spec.expirationSeconds: "
                 "Invalid value: may not specify a duration less than 10 minutes",
             )
-        token = "sa." + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
-        expires = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=seconds)
-        self.tokens[token] = IssuedToken(target.namespace, target.name, expires)
+        issued = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        expires = issued + dt.timedelta(seconds=seconds)
+        uid = account["metadata"]["uid"]
+        token = _jwt(
+            {
+                "aud": audiences,
+                "exp": int(expires.timestamp()),
+                "iat": int(issued.timestamp()),
+                "nbf": int(issued.timestamp()),
+                "iss": ISSUER,
+                "sub": f"system:serviceaccount:{target.namespace}:{target.name}",
+                "kubernetes.io": {
+                    "namespace": target.namespace,
+                    "serviceaccount": {"name": target.name, "uid": uid},
+                },
+            }
+        )
+        self.tokens[token] = IssuedToken(target.namespace, target.name, uid, expires)
         return {
             "kind": "TokenRequest",
             "apiVersion": "authentication.k8s.io/v1",
@@ -1199,8 +1194,7 @@ class KubeApi:
                 "creationTimestamp": now_text(),
             },
             "spec": {
-                "audiences": spec.get("audiences")
-                or ["https://kubernetes.default.svc.cluster.local"],
+                "audiences": audiences,
                 "expirationSeconds": seconds,
                 "boundObjectRef": spec.get("boundObjectRef"),
             },
@@ -1211,162 +1205,57 @@ class KubeApi:
         }
 
     def token_valid(self, token: str) -> bool:
-        """A TokenRequest token of this server, unexpired, whose ServiceAccount still exists."""
+        """A TokenRequest token of this server, unexpired, whose ServiceAccount still
+        exists (the same one: a token dies with the account it was bound to)."""
         issued = self.tokens.get(token)
-        return (
-            issued is not None
-            and issued.expires > dt.datetime.now(dt.UTC)
-            and self._find(
-                self.resource("", "serviceaccounts"), issued.namespace, issued.service_account
-            )
-            is not None
+        if issued is None or issued.expires <= dt.datetime.now(dt.UTC):
+            return False
+        account = self._find(
+            self.resource("", "serviceaccounts"), issued.namespace, issued.service_account
         )
+        return account is not None and account["metadata"]["uid"] == issued.uid
 
     # -- pods and quotas ---------------------------------------------------
-    def _admit(self, resource: Resource, namespace: str, obj: Obj) -> None:
-        """Admission for a new pod: LimitRange defaults, then ResourceQuota."""
-        if resource.kind != "Pod":
-            return
-        self._default_resources(namespace, obj)
-        name = obj["metadata"]["name"]
-        requested = self._pod_usage(obj)
-        for quota in self._quotas(namespace):
-            hard = (quota.get("spec") or {}).get("hard") or {}
-            constrained = [key for key in sorted(hard) if key in QUOTA_KEYS]
-            missing = [key for key in constrained if key not in requested]
-            if missing:
-                raise ApiError(
-                    403,
-                    "Forbidden",
-                    f'pods "{name}" is forbidden: failed quota: {quota["metadata"]["name"]}: '
-                    f"must specify {','.join(missing)}",
-                )
-            used = self._namespace_usage(namespace)
-            over = [
-                key
-                for key in constrained
-                if used.get(key, 0) + requested[key] > quantity_units(key, hard[key])
-            ]
-            if over:
-
-                def listed(values: dict[str, int], keys: list[str] = over) -> str:
-                    return ",".join(f"{k}={format_quantity(k, values.get(k, 0))}" for k in keys)
-
-                limited = {k: quantity_units(k, hard[k]) for k in over}
-                raise ApiError(
-                    403,
-                    "Forbidden",
-                    f'pods "{name}" is forbidden: exceeded quota: {quota["metadata"]["name"]}, '
-                    f"requested: {listed(requested)}, used: {listed(used)}, "
-                    f"limited: {listed(limited)}",
-                )
-
-    def _quotas(self, namespace: str) -> list[Obj]:
+    def _in_namespace(self, plural: str, namespace: str) -> list[Obj]:
         return [
             obj
-            for (ns, _), obj in sorted(self._objects(self.resource("", "resourcequotas")).items())
+            for (ns, _), obj in sorted(self._objects(self.resource("", plural)).items())
             if ns == namespace
         ]
 
-    def _containers(self, pod: Obj) -> Iterator[tuple[str, Obj]]:
-        spec = pod.get("spec") or {}
-        for section in ("containers", "initContainers"):
-            for container in spec.get(section) or []:
-                yield section, container
-
-    def _default_resources(self, namespace: str, pod: Obj) -> None:
-        defaults: Obj = {"requests": {}, "limits": {}}
-        for (ns, _), limit_range in sorted(self._objects(self.resource("", "limitranges")).items()):
-            if ns != namespace:
-                continue
-            for item in (limit_range.get("spec") or {}).get("limits") or []:
-                if item.get("type") == "Container":
-                    for key, value in (item.get("defaultRequest") or {}).items():
-                        defaults["requests"].setdefault(key, value)
-                    for key, value in (item.get("default") or {}).items():
-                        defaults["limits"].setdefault(key, value)
-        for _, container in self._containers(pod):
-            resources = container.setdefault("resources", {})
-            limits = resources.setdefault("limits", {})
-            requests = resources.setdefault("requests", {})
-            for key, value in defaults["limits"].items():
-                limits.setdefault(key, value)
-            for key, value in limits.items():
-                # An unset request defaults to the limit, else to the LimitRange default.
-                requests.setdefault(key, defaults["requests"].get(key, value))
-            for key, value in defaults["requests"].items():
-                requests.setdefault(key, value)
-            if not limits:
-                resources.pop("limits")
-            if not requests:
-                resources.pop("requests")
-
-    def _pod_usage(self, pod: Obj) -> dict[str, int]:
-        """What a pod counts against a quota, per quota key; keys it does not
-        request are absent."""
-        sums: dict[str, int] = {}
-        init_max: dict[str, int] = {}
-        for section, container in self._containers(pod):
-            resources = container.get("resources") or {}
-            for key, (kind, name) in QUOTA_KEYS.items():
-                value = (resources.get(kind) or {}).get(name)
-                if value is None:
-                    continue
-                try:
-                    units = quantity_units(key, value)
-                except ValueError as error:
-                    raise ApiError(422, "Invalid", f"Pod is invalid: {error}") from None
-                if section == "containers":
-                    sums[key] = sums.get(key, 0) + units
-                else:
-                    init_max[key] = max(init_max.get(key, 0), units)
-        return {key: max(sums.get(key, 0), init_max.get(key, 0)) for key in {*sums, *init_max}}
-
-    def _namespace_usage(self, namespace: str) -> dict[str, int]:
-        used: dict[str, int] = {}
-        for (ns, _), pod in self._objects(self.resource("", "pods")).items():
-            if ns != namespace or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                continue
-            for key, units in self._pod_usage(pod).items():
-                used[key] = used.get(key, 0) + units
-        return used
+    def _admit(self, resource: Resource, namespace: str, obj: Obj) -> None:
+        """Admission for a new pod: LimitRange defaults, then every ResourceQuota."""
+        if resource.kind != "Pod":
+            return
+        try:
+            apply_limit_range_defaults(obj, self._in_namespace("limitranges", namespace))
+            refusal = quota_refusal(
+                obj,
+                self._in_namespace("resourcequotas", namespace),
+                self._in_namespace("pods", namespace),
+            )
+        except ValueError as error:
+            raise ApiError(
+                422, "Invalid", f'Pod "{obj["metadata"]["name"]}" is invalid: {error}'
+            ) from None
+        if refusal is not None:
+            raise ApiError(403, "Forbidden", refusal)
 
     def _refresh_quotas(self, namespace: str) -> None:
         """The quota controller: `status.hard` mirrors the spec, `status.used` the pods."""
-        used = self._namespace_usage(namespace)
-        resource = self.resource("", "resourcequotas")
-        for quota in self._quotas(namespace):
-            hard = (quota.get("spec") or {}).get("hard") or {}
-            state = {
-                "hard": dict(hard),
-                "used": {
-                    key: format_quantity(key, used.get(key, 0)) for key in hard if key in QUOTA_KEYS
-                },
-            }
-            if "pods" in hard:
-                state["used"]["pods"] = str(
-                    sum(1 for ns, _ in self._objects(self.resource("", "pods")) if ns == namespace)
-                )
+        pods = self._in_namespace("pods", namespace)
+        objects = self._objects(self.resource("", "resourcequotas"))
+        for quota in self._in_namespace("resourcequotas", namespace):
+            state = quota_status(quota, pods)
             if quota.get("status") != state:
-                self._objects(resource)[(namespace, quota["metadata"]["name"])] = {
+                metadata = {**quota["metadata"], "resourceVersion": self._next_revision()}
+                objects[(namespace, quota["metadata"]["name"])] = {
                     **quota,
                     "status": state,
-                    "metadata": {**quota["metadata"], "resourceVersion": self._next_revision()},
+                    "metadata": metadata,
                 }
 
 
 def secret_data(values: dict[str, str]) -> dict[str, str]:
     """A Secret's `data`: each value base64-encoded, as the API stores it."""
     return {key: base64.b64encode(value.encode()).decode() for key, value in values.items()}
-
-
-__all__ = [
-    "ApiError",
-    "Call",
-    "KubeApi",
-    "Resource",
-    "format_quantity",
-    "parse_quantity",
-    "quantity_units",
-    "secret_data",
-]

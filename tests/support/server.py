@@ -137,13 +137,17 @@ class Server:
         raise KeyError(name)
 
 
-async def mint_token(database_url: str, org: str, role: str) -> str:
-    """A token for `org` (created if needed), written the way `spacedock token create` does."""
+async def mint_token(
+    database_url: str, org: str, role: str, default_host_space: str | None = None
+) -> str:
+    """A token for `org` (created if needed), written the way `spacedock token create` does;
+    a new org gets its default CloudSpace on `default_host_space` when one is given."""
     from core.events import InProcessBus
     from core.health import HealthRule
     from core.rbac import Role
     from core.services import Services
     from core.tokens import create_token
+    from core.vclusters import CloudSpaceSettings
     from db.engine import Database
 
     database = Database(database_url)
@@ -152,10 +156,11 @@ async def mint_token(database_url: str, org: str, role: str) -> str:
         bus=InProcessBus(),
         secrets=SecretBox(SecretBox.generate_key()),
         health=HealthRule(60),
+        cloudspaces=CloudSpaceSettings(default_host_space=default_host_space),
     )
     try:
         async with services.unit() as unit:
-            _, token = await create_token(unit, org, Role(role.upper()))
+            _, token = await create_token(unit, org, Role(role.upper()), services)
     finally:
         await database.dispose()
     return token

@@ -1,0 +1,407 @@
+"""CloudSpaces: creation with strict quotas, quota changes, deletion, the default CloudSpace
+of a new org, and the lifecycle's steps and events (DESIGN.md "CloudSpaces, made exact").
+
+A quota is checked against what the host can really give: the sum of its nodes'
+allocatable, less what every other CloudSpace on it (of any org) was promised,
+each with its control-plane allowance. That needs a call to the host, which is
+made between two transactions: checks, then the call, then the write with the
+sums read again. Refusals give the numbers and never another org's names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from core.cloudspace_access import MintedKubeconfig, tenant_kubeconfig
+from core.clusters import credentials_for
+from core.errors import ApiError, Problems, UserErrors
+from core.events import CLOUDSPACE_PHASE
+from core.ids import new_id
+from core.names import dns_label_problem
+from core.rbac import Viewer
+from core.services import Services, Unit
+from core.vclusters import cores_of, mib_of
+from db import cloudspaces as repo
+from db import owned
+from db.tables import CloudSpace, CloudSpaceEvent, Org, Space
+from providers import host as host_api
+from providers.errors import ProviderError
+
+# The reconciler's steps in order, with the phase each belongs to.
+STEPS: tuple[tuple[str, str], ...] = (
+    ("begin", "PENDING"),
+    ("capacity", "PROVISIONING"),
+    ("host-namespace", "PROVISIONING"),
+    ("vcluster-services", "PROVISIONING"),
+    ("vcluster-workload", "PROVISIONING"),
+    ("vcluster-ready", "PROVISIONING"),
+    ("kubeconfig-copy", "PROVISIONING"),
+    ("tenant-account", "INSTALLING_FLUX"),
+    ("headroom", "INSTALLING_FLUX"),
+    ("flux", "INSTALLING_FLUX"),
+    ("flux-ready", "INSTALLING_FLUX"),
+    ("refresh", "READY"),
+    ("delete-vcluster", "DELETING"),
+    ("delete-namespace", "DELETING"),
+    ("namespace-gone", "DELETING"),
+    ("delete-kubeconfig", "DELETING"),
+)
+PHASE_OF = dict(STEPS)
+ORDER = {step: index for index, (step, _) in enumerate(STEPS)}
+FIRST_STEP = "begin"
+FIRST_DELETE_STEP = "delete-vcluster"
+DEFAULT_NAME = "default"
+MAX_CPU = 10_000.0
+MIN_MEMORY_MIB = 64
+MAX_MEMORY_MIB = 2**24
+
+
+def next_step(step: str) -> str | None:
+    """The step after `step`; None after the last of its lifecycle (READY's refresh repeats)."""
+    if step in ("refresh", "delete-kubeconfig"):
+        return None
+    return STEPS[ORDER[step] + 1][0]
+
+
+def vcluster_up(row: CloudSpace) -> bool:
+    """Past the wait for the vCluster's API (whatever came after), and not being deleted."""
+    return row.phase != "DELETING" and ORDER[row.step] > ORDER["vcluster-ready"]
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What a host can give in all: the sum of its schedulable nodes' allocatable."""
+
+    cpu: float
+    memory_mib: float
+
+
+async def record_phase(
+    unit: Unit, row: CloudSpace, previous: str | None, phase: str, message: str | None
+) -> None:
+    """Persists a phase or message change and publishes it after commit."""
+    event = await repo.add_event(
+        unit.session,
+        CloudSpaceEvent(
+            cloud_space_id=row.id,
+            org_id=row.org_id,
+            previous=previous,
+            phase=phase,
+            message=message,
+            at=unit.now,
+        ),
+    )
+    unit.publish(
+        CLOUDSPACE_PHASE, {"event_id": event.id, "cloud_space_id": row.id, "org_id": row.org_id}
+    )
+
+
+def _check_quota(problems: Problems, cpu: float, memory_mib: int) -> None:
+    if not cpu > 0 or cpu > MAX_CPU:
+        problems.add(["cpu"], f"cpu must be more than 0 and at most {MAX_CPU:g} cores")
+    elif Decimal(str(cpu)) % Decimal("0.001"):
+        problems.add(["cpu"], "cpu must be a whole number of millicores (at most 3 decimals)")
+    if not MIN_MEMORY_MIB <= memory_mib <= MAX_MEMORY_MIB:
+        problems.add(
+            ["memoryMiB"], f"memoryMiB must be between {MIN_MEMORY_MIB} and {MAX_MEMORY_MIB}"
+        )
+
+
+# -- host capacity ----------------------------------------------------------
+
+
+async def host_credentials(services: Services, host: Space) -> Any:
+    """The host's minted credential, read in a short session of its own."""
+    async with services.read() as session:
+        return await credentials_for(session, services, host)
+
+
+async def capacity_of(services: Services, host: Space) -> Capacity:
+    """The host's allocatable, asked live; ProviderError when it cannot be asked."""
+    credentials = await host_credentials(services, host)
+    async with host_api.connect(credentials, deny=services.deny_networks) as kube:
+        nodes = await kube.items("/api/v1/nodes")
+    cpu = memory = 0.0
+    for allocatable in host_api.node_allocatable(nodes):
+        try:
+            cpu += cores_of(allocatable.get("cpu", "0"))
+            memory += mib_of(allocatable.get("memory", "0"))
+        except ValueError:
+            continue  # a node that reports nonsense gives nothing
+    return Capacity(cpu, memory)
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+async def check_capacity(
+    unit: Unit,
+    services: Services,
+    problems: Problems,
+    host_space_id: str,
+    except_id: str | None,
+    cpu: float,
+    memory_mib: int,
+    capacity: Capacity,
+) -> None:
+    """QUOTA_EXCEEDED when the host cannot give `cpu`/`memory_mib` (plus a control plane)
+    beside what every other CloudSpace on it was promised."""
+    settings = services.cloudspaces
+    promised_cpu, promised_memory, others = await repo.promised_on_host(
+        unit.session, host_space_id, except_id
+    )
+    left_cpu = capacity.cpu - promised_cpu - others * settings.control_plane_cpu
+    left_memory = capacity.memory_mib - promised_memory - others * settings.control_plane_memory_mib
+    want_cpu = cpu + settings.control_plane_cpu
+    want_memory = memory_mib + settings.control_plane_memory_mib
+    if want_cpu > left_cpu + 1e-9:
+        problems.add(
+            ["cpu"],
+            f"cpu {_fmt(cpu)} (+{_fmt(settings.control_plane_cpu)} for the control plane) is "
+            f"{_fmt(want_cpu - left_cpu)} more than the host can still give: "
+            f"{_fmt(max(0.0, left_cpu))} of {_fmt(capacity.cpu)} allocatable cores are free",
+            "QUOTA_EXCEEDED",
+        )
+    if want_memory > left_memory + 1e-9:
+        problems.add(
+            ["memoryMiB"],
+            f"memoryMiB {memory_mib} (+{settings.control_plane_memory_mib} for the control "
+            f"plane) is {_fmt(want_memory - left_memory)} MiB more than the host can still "
+            f"give: {_fmt(max(0.0, left_memory))} of {_fmt(capacity.memory_mib)} allocatable "
+            "MiB are free",
+            "QUOTA_EXCEEDED",
+        )
+
+
+# -- create -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    name: str
+    host_space_id: str | None
+    cpu: float
+    memory_mib: int
+
+
+async def _host_for(
+    unit: Unit, services: Services, viewer: Viewer, problems: Problems, host_space_id: str | None
+) -> Space | None:
+    if host_space_id is None:
+        default = services.cloudspaces.default_host_space
+        if default is None:
+            problems.add(
+                ["hostSpaceId"],
+                "hostSpaceId is required: this installation has no default host space",
+            )
+            return None
+        host = await repo.host_space(unit.session, default)
+        if host is None or host.deregistered_at is not None:
+            problems.add(
+                ["hostSpaceId"],
+                "the default host space is not available; give hostSpaceId",
+                "PRECONDITION_FAILED",
+            )
+            return None
+        return host
+    host = await owned.by_id(unit.session, Space, viewer.org_id, host_space_id)
+    if host is None:
+        problems.add(["hostSpaceId"], "no such space", "NOT_FOUND")
+        return None
+    if host.deregistered_at is not None:
+        problems.add(["hostSpaceId"], "the space is deregistered", "PRECONDITION_FAILED")
+        return None
+    return host
+
+
+async def creation_host(
+    unit: Unit, services: Services, viewer: Viewer, request: CreateRequest
+) -> Space:
+    """Every check of createCloudSpace that needs no cluster; the host it would live on."""
+    viewer.require("cloudspace:create")
+    problems = Problems("input")
+    if (why := dns_label_problem(request.name)) is not None:
+        problems.add(["name"], f"name {why}")
+    elif await owned.by_name(unit.session, CloudSpace, viewer.org_id, request.name):
+        problems.add(["name"], f"a CloudSpace named {request.name!r} already exists", "CONFLICT")
+    _check_quota(problems, request.cpu, request.memory_mib)
+    host = await _host_for(unit, services, viewer, problems, request.host_space_id)
+    problems.raise_if_any()
+    assert host is not None
+    return host
+
+
+async def create(
+    unit: Unit,
+    services: Services,
+    viewer: Viewer,
+    request: CreateRequest,
+    capacity: Capacity,
+) -> CloudSpace:
+    host = await creation_host(unit, services, viewer, request)
+    problems = Problems("input")
+    await check_capacity(
+        unit, services, problems, host.id, None, request.cpu, request.memory_mib, capacity
+    )
+    problems.raise_if_any()
+    return await _insert(unit, viewer.org_id, request.name, host.id, request, is_default=False)
+
+
+async def _insert(
+    unit: Unit, org_id: str, name: str, host_id: str, quota: Any, *, is_default: bool
+) -> CloudSpace:
+    row = CloudSpace(
+        id=new_id("cs"),
+        org_id=org_id,
+        name=name,
+        host_space_id=host_id,
+        cpu=float(quota.cpu),
+        memory_mib=int(quota.memory_mib),
+        is_default=is_default,
+        phase="PENDING",
+        step=FIRST_STEP,
+        next_attempt_at=unit.now,
+        created_at=unit.now,
+    )
+    await owned.add(unit.session, row)
+    await record_phase(unit, row, None, "PENDING", None)
+    unit.reconcile_soon = True
+    return row
+
+
+async def create_default(unit: Unit, services: Services, org: Org) -> CloudSpace | None:
+    """A new org's CloudSpace `default` on the platform's host space, when one is set.
+
+    Its quota is the platform's default; the reconciler's capacity step checks it
+    against the host before anything is provisioned."""
+    settings = services.cloudspaces
+    if settings.default_host_space is None:
+        return None
+    host = await repo.host_space(unit.session, settings.default_host_space)
+    if host is None or host.deregistered_at is not None:
+        return None
+    quota = CreateRequest(DEFAULT_NAME, host.id, settings.default_cpu, settings.default_memory_mib)
+    return await _insert(unit, org.id, DEFAULT_NAME, host.id, quota, is_default=True)
+
+
+# -- update and delete ------------------------------------------------------
+
+
+async def in_org(unit: Unit, viewer: Viewer, cloud_space_id: str) -> CloudSpace:
+    row = await owned.by_id(unit.session, CloudSpace, viewer.org_id, cloud_space_id)
+    if row is None:
+        raise UserErrors.one(["input", "id"], "no such CloudSpace", "NOT_FOUND")
+    return row
+
+
+async def resize_host(
+    unit: Unit, viewer: Viewer, cloud_space_id: str, cpu: float, memory_mib: int
+) -> Space:
+    """Every check of updateCloudSpaceQuota that needs no cluster; the host to ask."""
+    viewer.require("cloudspace:update")
+    problems = Problems("input")
+    _check_quota(problems, cpu, memory_mib)
+    row = await owned.by_id(unit.session, CloudSpace, viewer.org_id, cloud_space_id)
+    if row is None:
+        problems.add(["id"], "no such CloudSpace", "NOT_FOUND")
+    elif row.phase == "DELETING":
+        problems.add(["id"], "the CloudSpace is being deleted", "PRECONDITION_FAILED")
+    problems.raise_if_any()
+    assert row is not None
+    usage = [
+        ("cpu", cpu, row.usage_cpu, ""),
+        ("memoryMiB", memory_mib, row.usage_memory_mib, " MiB"),
+    ]
+    for field, wanted, used, unit_text in usage:
+        if used is not None and wanted < used:
+            problems.add(
+                [field],
+                f"{field} {_fmt(wanted)} is below the current usage {_fmt(used)}{unit_text} "
+                f"(by {_fmt(used - wanted)}{unit_text}); free some first",
+                "QUOTA_EXCEEDED",
+            )
+    problems.raise_if_any()
+    host = await repo.host_space(unit.session, row.host_space_id)
+    assert host is not None
+    return host
+
+
+async def resize(
+    unit: Unit,
+    services: Services,
+    viewer: Viewer,
+    cloud_space_id: str,
+    cpu: float,
+    memory_mib: int,
+    capacity: Capacity,
+) -> CloudSpace:
+    await resize_host(unit, viewer, cloud_space_id, cpu, memory_mib)
+    row = await repo.lock(unit.session, cloud_space_id)
+    assert row is not None
+    problems = Problems("input")
+    await check_capacity(
+        unit, services, problems, row.host_space_id, row.id, cpu, memory_mib, capacity
+    )
+    problems.raise_if_any()
+    row.cpu, row.memory_mib = float(cpu), int(memory_mib)
+    if row.phase == "READY":  # the quotas on the host and in the vCluster follow at once
+        row.next_attempt_at = unit.now
+        unit.reconcile_soon = True
+    unit.session.add(row)
+    await unit.session.flush()
+    return row
+
+
+async def delete(unit: Unit, viewer: Viewer, cloud_space_id: str, confirm_name: str) -> CloudSpace:
+    viewer.require("cloudspace:delete")
+    row = await in_org(unit, viewer, cloud_space_id)
+    if confirm_name != row.name:
+        raise UserErrors.one(
+            ["input", "confirmName"], "confirmName must equal the CloudSpace's name"
+        )
+    if row.phase == "DELETING":
+        return row  # already on its way out
+    row = await repo.lock(unit.session, row.id) or row
+    previous = row.phase
+    row.phase, row.step, row.message, row.failures = "DELETING", FIRST_DELETE_STEP, None, 0
+    row.next_attempt_at = unit.now
+    unit.session.add(row)
+    await unit.session.flush()
+    await record_phase(unit, row, previous, "DELETING", None)
+    unit.reconcile_soon = True
+    return row
+
+
+def usage_of(row: CloudSpace) -> Mapping[str, float] | None:
+    if row.usage_cpu is None or row.usage_memory_mib is None:
+        return None
+    return {"cpu": row.usage_cpu, "memory_mib": row.usage_memory_mib}
+
+
+async def kubeconfig(
+    services: Services, viewer: Viewer, row: CloudSpace
+) -> MintedKubeconfig | None:
+    """A tenant kubeconfig of the CloudSpace's vCluster; needs cloudspace:kubeconfig
+    (ApiError FORBIDDEN)."""
+    viewer.require_to_read("cloudspace:kubeconfig")
+    return await mint_kubeconfig(services, row)
+
+
+async def mint_kubeconfig(services: Services, row: CloudSpace) -> MintedKubeconfig | None:
+    """A fresh tenant kubeconfig; None while the vCluster is not up. A cluster that cannot
+    give one is an ApiError PROVIDER_ERROR."""
+    if not vcluster_up(row):
+        return None
+    async with services.read() as session:
+        host = await repo.host_space(session, row.host_space_id)
+    if host is None:
+        return None
+    try:
+        credentials = await host_credentials(services, host)
+        return await tenant_kubeconfig(services, credentials, row)
+    except ProviderError as failed:
+        raise ApiError("PROVIDER_ERROR", failed.reason) from failed

@@ -1,0 +1,136 @@
+"""CloudSpaces' SQL: lookups, what a host has promised, the reconciler's leases and the
+phase history.
+
+A claim takes due rows whose lease is free or lapsed and writes the claimer's
+name and lease in the same statement (`FOR UPDATE SKIP LOCKED` on Postgres; on
+SQLite the UPDATE takes the database write lock), so two reconcilers never work
+on one CloudSpace at once. Every later write of the claimer is fenced on
+`claimed_by`: a reconciler whose lease lapsed and was taken over writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlmodel import col
+
+from db.tables import CloudSpace, CloudSpaceEvent, Space
+
+
+def _is_sqlite(session: AsyncSession) -> bool:
+    return session.get_bind().dialect.name == "sqlite"
+
+
+async def of_spaces(
+    session: AsyncSession, org_id: str, space_ids: Sequence[str]
+) -> Sequence[CloudSpace]:
+    """The org's CloudSpaces hosted on these spaces, oldest first."""
+    query = (
+        sa.select(CloudSpace)
+        .where(col(CloudSpace.org_id) == org_id, col(CloudSpace.host_space_id).in_(space_ids))
+        .order_by(col(CloudSpace.id))
+    )
+    return (await session.scalars(query)).all()
+
+
+async def count_on_space(session: AsyncSession, space_id: str) -> int:
+    """CloudSpaces of any org that live on the space (deleting ones included)."""
+    query = sa.select(sa.func.count()).where(col(CloudSpace.host_space_id) == space_id)
+    return int(await session.scalar(query) or 0)
+
+
+async def promised_on_host(
+    session: AsyncSession, host_space_id: str, except_id: str | None
+) -> tuple[float, int, int]:
+    """(cpu, memory MiB, how many) promised to the CloudSpaces of any org on the host,
+    leaving out `except_id`."""
+    query = sa.select(
+        sa.func.coalesce(sa.func.sum(CloudSpace.cpu), 0.0),
+        sa.func.coalesce(sa.func.sum(CloudSpace.memory_mib), 0),
+        sa.func.count(),
+    ).where(col(CloudSpace.host_space_id) == host_space_id)
+    if except_id is not None:
+        query = query.where(col(CloudSpace.id) != except_id)
+    cpu, memory, count = (await session.execute(query)).one()
+    return float(cpu), int(memory), int(count)
+
+
+async def host_space(session: AsyncSession, space_id: str) -> Space | None:
+    """The host space of a CloudSpace, whatever org owns it (the reconciler's view)."""
+    return await session.get(Space, space_id)
+
+
+async def claim_due(
+    session: AsyncSession, owner: str, now: datetime, lease_until: datetime, limit: int
+) -> Sequence[CloudSpace]:
+    """Up to `limit` CloudSpaces due by `now` whose lease is free or lapsed, leased to `owner`."""
+    free = sa.or_(col(CloudSpace.lease_until).is_(None), col(CloudSpace.lease_until) < now)
+    due = (
+        sa.select(col(CloudSpace.id))
+        .where(col(CloudSpace.next_attempt_at) <= now, free)
+        .order_by(col(CloudSpace.next_attempt_at))
+        .limit(limit)
+    )
+    if not _is_sqlite(session):
+        due = due.with_for_update(skip_locked=True)
+    claim = (
+        sa.update(CloudSpace)
+        .where(col(CloudSpace.id).in_(due.scalar_subquery()))
+        .values(claimed_by=owner, lease_until=lease_until)
+        .returning(CloudSpace)
+        .execution_options(synchronize_session=False)
+    )
+    return (await session.scalars(claim)).all()
+
+
+async def earliest_due(session: AsyncSession) -> datetime | None:
+    query = sa.select(sa.func.min(CloudSpace.next_attempt_at))
+    earliest: datetime | None = (await session.execute(query)).scalar_one_or_none()
+    return earliest
+
+
+async def lock(session: AsyncSession, cloud_space_id: str) -> CloudSpace | None:
+    """The current row, locked until commit (on SQLite: the write lock, taken first)."""
+    if _is_sqlite(session):
+        await session.execute(
+            sa.update(CloudSpace).where(sa.false()).values(failures=CloudSpace.failures)
+        )
+    query = sa.select(CloudSpace).where(col(CloudSpace.id) == cloud_space_id)
+    if not _is_sqlite(session):
+        query = query.with_for_update()
+    query = query.execution_options(populate_existing=True)
+    return (await session.scalars(query)).first()
+
+
+async def locked_if_claimed(
+    session: AsyncSession, cloud_space_id: str, owner: str
+) -> CloudSpace | None:
+    """The locked row while `owner` still holds its lease; None when it lost it or the row
+    is gone."""
+    row = await lock(session, cloud_space_id)
+    return row if row is not None and row.claimed_by == owner else None
+
+
+async def update(session: AsyncSession, cloud_space_id: str, **values: Any) -> None:
+    await session.execute(
+        sa.update(CloudSpace).where(col(CloudSpace.id) == cloud_space_id).values(**values)
+    )
+
+
+async def add_event(session: AsyncSession, event: CloudSpaceEvent) -> CloudSpaceEvent:
+    session.add(event)
+    await session.flush()
+    return event
+
+
+async def events_by_ids(session: AsyncSession, ids: Sequence[int]) -> Sequence[CloudSpaceEvent]:
+    query = sa.select(CloudSpaceEvent).where(col(CloudSpaceEvent.id).in_(ids))
+    return (await session.scalars(query)).all()
+
+
+async def delete(session: AsyncSession, cloud_space_id: str) -> None:
+    await session.execute(sa.delete(CloudSpace).where(col(CloudSpace.id) == cloud_space_id))

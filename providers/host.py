@@ -1,0 +1,239 @@
+"""Calls on a CloudSpace's host cluster and on its vCluster, through kubernetes-asyncio.
+
+Every write is a server-side apply (field manager `spacedock`, forced), so a
+step that runs again changes nothing that is already right and never creates
+an object twice. A `Kube` lives for one call scope on one `ApiClient` built by
+`providers.kube` (deny-list resolver, private CA files, no proxy lookups);
+every failure leaves as a `ProviderError` with the reason words of
+`providers.errors`. Bodies are parsed here and never quoted in reasons.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import aiohttp
+from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+from yarl import URL
+
+from providers.credentials import ClusterCredentials
+from providers.errors import PermanentError, ProviderError, TemporaryError, for_exception
+from providers.kube import DEFAULT_TIMEOUT_S, build_client, translate
+from providers.network import IPNetwork, denied_address
+
+FIELD_MANAGER = "spacedock"
+APPLY = "application/apply-patch+yaml"
+# An answer bigger than this is not a Kubernetes object we asked for.
+MAX_BODY_BYTES = 8 * 2**20
+MAX_MANIFEST_BYTES = 16 * 2**20
+CLUSTER_SCOPED = {
+    "Namespace",
+    "Node",
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "PersistentVolume",
+    "StorageClass",
+    "PriorityClass",
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+    "APIService",
+}
+
+
+def plural(kind: str) -> str:
+    lower = kind.lower()
+    if lower.endswith("y"):
+        return lower[:-1] + "ies"
+    if lower.endswith(("s", "x", "ch")):
+        return lower + "es"
+    return lower + "s"
+
+
+def path_of(api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
+    """The REST path of an object (or, without a name, of its collection)."""
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    if kind not in CLUSTER_SCOPED and namespace:
+        base += f"/namespaces/{quote(namespace, safe='')}"
+    base += f"/{plural(kind)}"
+    return base if name is None else f"{base}/{quote(name, safe='')}"
+
+
+def _object_path(manifest: Mapping[str, Any]) -> str:
+    metadata = manifest.get("metadata") or {}
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        raise PermanentError("a manifest has no metadata.name")
+    return path_of(
+        str(manifest.get("apiVersion", "v1")),
+        str(manifest["kind"]),
+        metadata.get("namespace"),
+        name,
+    )
+
+
+class Kube:
+    """Generic object calls on one cluster."""
+
+    def __init__(self, client: ApiClient) -> None:
+        self.client = client
+        self.calls = 0
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: list[tuple[str, str]] | None = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        self.calls += 1
+        response = await self.client.call_api(
+            path,
+            method,
+            query_params=query or [],
+            header_params={"Content-Type": content_type, "Accept": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+        )
+        # Unloaded, so the body is read bounded and the status checked here.
+        try:
+            data = await response.content.read(MAX_BODY_BYTES + 1)
+        finally:
+            response.release()
+        if not 200 <= response.status <= 299:
+            failed = ApiException(status=response.status, reason=response.reason)
+            failed.body = data[:MAX_BODY_BYTES].decode("utf-8", errors="replace")
+            raise failed
+        if len(data) > MAX_BODY_BYTES:
+            raise PermanentError("HTTP 200 from the API server: the answer is too large")
+        try:
+            parsed = json.loads(data) if data else {}
+        except ValueError as bad:
+            raise PermanentError("HTTP 200 from the API server: the answer is not JSON") from bad
+        if not isinstance(parsed, dict):
+            raise PermanentError("HTTP 200 from the API server: the answer is not an object")
+        return parsed
+
+    async def apply(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        """Server-side apply of one object, as field manager `spacedock`."""
+        return await self._call(
+            "PATCH",
+            _object_path(manifest),
+            body=dict(manifest),
+            query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+            content_type=APPLY,
+        )
+
+    async def get(self, path: str) -> dict[str, Any] | None:
+        """The object at `path`; None when it does not exist."""
+        try:
+            return await self._call("GET", path)
+        except ApiException as failed:
+            if failed.status == 404:
+                return None
+            raise
+
+    async def items(self, path: str) -> list[dict[str, Any]]:
+        listed = await self._call("GET", path)
+        items = listed.get("items") or []
+        if not isinstance(items, list):
+            raise PermanentError("HTTP 200 from the API server: a list without items")
+        return [item for item in items if isinstance(item, dict)]
+
+    async def delete(self, path: str) -> None:
+        """Deletes the object; one that is already gone is fine."""
+        try:
+            await self._call("DELETE", path, body={"propagationPolicy": "Background"})
+        except ApiException as failed:
+            if failed.status != 404:
+                raise
+
+    async def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return await self._call("POST", path, body=dict(body))
+
+
+@asynccontextmanager
+async def connect(
+    credentials: ClusterCredentials,
+    *,
+    deny: tuple[IPNetwork, ...] = (),
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> AsyncIterator[Kube]:
+    """A `Kube` on a fresh client; the block must finish within timeout_s and any failure in
+    it leaves as a ProviderError. An API server in a denied network is never contacted."""
+    host = URL(credentials.server).host
+    if host is not None and (why := denied_address(host, deny)) is not None:
+        raise PermanentError(why)
+    client = await build_client(credentials, deny)
+    try:
+        async with asyncio.timeout(timeout_s):
+            yield Kube(client)
+    except ProviderError:
+        raise
+    except (ApiException, aiohttp.ClientError, OSError, TimeoutError) as failed:
+        raise translate(failed, timeout_s) from failed
+    finally:
+        await client.close()
+
+
+def node_allocatable(nodes: list[dict[str, Any]]) -> list[Mapping[str, Any]]:
+    """status.allocatable of every node that is not cordoned."""
+    found = []
+    for node in nodes:
+        if (node.get("spec") or {}).get("unschedulable"):
+            continue
+        allocatable = (node.get("status") or {}).get("allocatable")
+        if isinstance(allocatable, Mapping):
+            found.append(allocatable)
+    return found
+
+
+async def read_manifests(source: str, *, timeout_s: float = 30.0) -> str:
+    """The text of a manifest file path or an https URL (SPACEDOCK_FLUX_MANIFESTS)."""
+    if source.startswith("https://"):
+        try:
+            async with (
+                aiohttp.ClientSession(
+                    timeout=aiohttp.ClientTimeout(total=timeout_s), trust_env=False
+                ) as session,
+                session.get(source, allow_redirects=True, max_redirects=5) as response,
+            ):
+                if response.status != 200:
+                    raise TemporaryError(
+                        f"HTTP {response.status} fetching the Flux manifests from "
+                        f"{urlsplit(source).netloc}"
+                    )
+                body = await response.content.read(MAX_MANIFEST_BYTES + 1)
+        except ProviderError:
+            raise
+        except (aiohttp.ClientError, OSError, TimeoutError) as failed:
+            raise for_exception(failed, timeout_s) from failed
+        if len(body) > MAX_MANIFEST_BYTES:
+            raise PermanentError("the Flux manifests are larger than 16 MiB")
+        return body.decode("utf-8", errors="replace")
+    if "://" in source:
+        raise PermanentError("SPACEDOCK_FLUX_MANIFESTS must be a file path or an https:// URL")
+    try:
+        text = await asyncio.to_thread(_read_bounded, Path(source))
+    except OSError as failed:
+        raise PermanentError(
+            f"the Flux manifests cannot be read from {source}: {failed.strerror}"
+        ) from failed
+    if len(text) > MAX_MANIFEST_BYTES:
+        raise PermanentError("the Flux manifests are larger than 16 MiB")
+    return text
+
+
+def _read_bounded(path: Path) -> str:
+    with path.open(encoding="utf-8", errors="replace") as manifests:
+        return manifests.read(MAX_MANIFEST_BYTES + 1)

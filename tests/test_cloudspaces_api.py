@@ -1,0 +1,287 @@
+"""The CloudSpace API through the running server: a new org's default CloudSpace on the
+platform's host space (which the tenant never sees), every refusal of the three
+mutations with its field and code, the host-capacity check, and the refusal to
+deregister a space that hosts CloudSpaces.
+
+The host here is a cluster stand-in with no schedulable capacity, so every quota is
+more than it can give; what happens on a host with room is in test_cloudspaces.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gql.graphql_request import GraphQLRequest
+
+from tests.conftest import Org
+from tests.support import factories as make
+from tests.support.graphql import GraphQL
+from tests.support.kube_standin import KubeStandIn
+from tests.support.server import Backend, Server, mint_token
+
+CLOUD_SPACE = """
+  id name phase message isDefault createdAt
+  quota { cpu memoryMiB } usage { cpu memoryMiB }
+  hostSpace { id name }
+  vclusters { name ready }
+"""
+CREATE = f"""
+mutation($input: CreateCloudSpaceInput!) {{
+  createCloudSpace(input: $input) {{ cloudSpace {{ {CLOUD_SPACE} }} {make.USER_ERRORS} }}
+}}"""
+UPDATE = f"""
+mutation($input: UpdateCloudSpaceQuotaInput!) {{
+  updateCloudSpaceQuota(input: $input) {{ cloudSpace {{ {CLOUD_SPACE} }} {make.USER_ERRORS} }}
+}}"""
+DELETE = f"""
+mutation($input: DeleteCloudSpaceInput!) {{
+  deleteCloudSpace(input: $input) {{ cloudSpace {{ {CLOUD_SPACE} }} {make.USER_ERRORS} }}
+}}"""
+LIST = f"{{ cloudSpaces(first: 10) {{ totalCount nodes {{ {CLOUD_SPACE} }} }} }}"
+ONE = f"""
+query($id: ID!) {{
+  cloudSpace(id: $id) {{ {CLOUD_SPACE} }}
+  node(id: $id) {{ id ... on CloudSpace {{ name }} }}
+}}"""
+EVENTS = """
+subscription($id: ID) {
+  cloudSpacePhaseChanged(cloudSpaceId: $id) {
+    cloudSpaceId previous phase message at cloudSpace { id phase }
+  }
+}"""
+
+
+@dataclass
+class Platform:
+    server: Server
+    host_id: str
+    host_name: str
+    admin: GraphQL
+
+    async def tenant(self, prefix: str = "tenant") -> Org:
+        """A new org, made the way `spacedock token create` makes one (with the host set)."""
+        name = f"{prefix}-{secrets.token_hex(4)}"
+        tokens = {
+            role: await mint_token(self.server.backend.url, name, role, self.host_id)
+            for role in ("admin", "editor", "viewer")
+        }
+        clients = {
+            role: GraphQL(self.server.url, self.server.ws_url, token)
+            for role, token in tokens.items()
+        }
+        return Org(name=name, tokens=tokens, **clients)
+
+
+@pytest.fixture(scope="module")
+def host_cluster() -> Iterator[KubeStandIn]:
+    with KubeStandIn() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def platform(
+    backend: Backend, host_cluster: KubeStandIn, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Platform]:
+    """The platform org registers its host space, then the server restarts with it as
+    SPACEDOCK_DEFAULT_HOST_SPACE, as an operator would set it up."""
+    log_path = Path(tmp_path_factory.mktemp("server")) / "server.log"
+    env = {"SPACEDOCK_PROBE_INTERVAL_S": "3600"}
+    first = Server(backend=backend, log_path=log_path, env=dict(env)).start()
+    try:
+        token = asyncio.run(mint_token(backend.url, "platform", "admin"))
+        admin = GraphQL(first.url, first.ws_url, token)
+        space = asyncio.run(
+            make.register_generic_space(
+                admin,
+                name="platform-east",
+                server=host_cluster.url,
+                ca=host_cluster.ca_pem,
+                token=host_cluster.token,
+            )
+        )
+    finally:
+        first.stop()
+    env["SPACEDOCK_DEFAULT_HOST_SPACE"] = space["id"]
+    env["SPACEDOCK_SECRET_KEY"] = first.secret_key
+    running = Server(backend=backend, log_path=log_path, env=env).start()
+    yield Platform(running, space["id"], space["name"], GraphQL(running.url, running.ws_url, token))
+    running.stop()
+
+
+@pytest.fixture
+async def tenant(platform: Platform) -> Org:
+    return await platform.tenant()
+
+
+def default_of(data: dict[str, Any]) -> dict[str, Any]:
+    (found,) = [cs for cs in data["cloudSpaces"]["nodes"] if cs["name"] == "default"]
+    result: dict[str, Any] = found
+    return result
+
+
+async def test_a_new_org_gets_its_default_cloudspace_and_never_sees_the_host(
+    platform: Platform, tenant: Org
+) -> None:
+    data = await tenant.viewer.data(LIST)
+    assert data["cloudSpaces"]["totalCount"] == 1
+    default = default_of(data)
+    assert default["isDefault"] is True
+    assert default["quota"] == {"cpu": 2.0, "memoryMiB": 4096}
+    assert default["hostSpace"] is None  # the platform's space is not the tenant's to see
+    assert default["vclusters"] == [{"name": "default", "ready": False}]
+    assert default["usage"] is None
+    # The host space itself is unknown to the tenant, by id and in its list.
+    assert (await tenant.admin.data(ONE, {"id": platform.host_id}))["cloudSpace"] is None
+    spaces = await tenant.admin.data("{ spaces(first: 10) { totalCount } }")
+    assert spaces["spaces"]["totalCount"] == 0
+    # node(id) resolves the CloudSpace for its org, and for no other.
+    mine = await tenant.viewer.data(ONE, {"id": default["id"]})
+    assert mine["node"] == {"id": default["id"], "name": "default"}
+    other = await platform.tenant("other")
+    foreign = await other.admin.data(ONE, {"id": default["id"]})
+    assert foreign == {"cloudSpace": None, "node": None}
+
+
+async def test_every_fault_of_a_creation_is_reported_together(tenant: Org) -> None:
+    payload = await tenant.admin.mutate(
+        CREATE, {"input": {"name": "Not_A_Label", "cpu": 0, "memoryMiB": 10}}
+    )
+    assert payload["cloudSpace"] is None
+    faults = {tuple(e["field"]): e["code"] for e in payload["userErrors"]}
+    assert faults == {
+        ("input", "name"): "INVALID",
+        ("input", "cpu"): "INVALID",
+        ("input", "memoryMiB"): "INVALID",
+    }
+    payload = await tenant.admin.mutate(
+        CREATE, {"input": {"name": "default", "cpu": 0.0005, "memoryMiB": 512}}
+    )
+    faults = {tuple(e["field"]): e["code"] for e in payload["userErrors"]}
+    assert faults == {("input", "name"): "CONFLICT", ("input", "cpu"): "INVALID"}
+
+
+async def test_a_host_of_another_org_is_not_found_and_viewers_cannot_create(
+    platform: Platform, tenant: Org
+) -> None:
+    payload = await tenant.admin.mutate(
+        CREATE,
+        {"input": {"name": "mine", "hostSpaceId": platform.host_id, "cpu": 1, "memoryMiB": 512}},
+    )
+    assert [(e["field"], e["code"]) for e in payload["userErrors"]] == [
+        (["input", "hostSpaceId"], "NOT_FOUND")
+    ]
+    payload = await tenant.viewer.mutate(
+        CREATE, {"input": {"name": "mine", "cpu": 1, "memoryMiB": 512}}
+    )
+    assert [e["code"] for e in payload["userErrors"]] == ["FORBIDDEN"]
+    assert (await tenant.viewer.data(LIST))["cloudSpaces"]["totalCount"] == 1
+
+
+async def test_a_quota_beyond_the_hosts_capacity_is_refused_with_the_numbers(
+    platform: Platform, tenant: Org
+) -> None:
+    # The stand-in host has no schedulable node: nothing is free, whatever others hold.
+    payload = await tenant.editor.mutate(
+        CREATE, {"input": {"name": "big", "cpu": 4, "memoryMiB": 8192}}
+    )
+    assert payload["cloudSpace"] is None
+    by_field = {tuple(e["field"]): e for e in payload["userErrors"]}
+    assert {e["code"] for e in by_field.values()} == {"QUOTA_EXCEEDED"}
+    cpu = by_field[("input", "cpu")]["message"]
+    memory = by_field[("input", "memoryMiB")]["message"]
+    # Short by the whole ask at least, and by what the other orgs' defaults hold besides.
+    assert cpu.startswith("cpu 4 (+0.5 for the control plane) is ")
+    assert float(cpu.split(" is ")[1].split(" more")[0]) >= 4.5
+    assert cpu.endswith("0 of 0 allocatable cores are free")
+    assert float(memory.split(" is ")[1].split(" MiB more")[0]) >= 8704
+    for message in (cpu, memory):
+        assert platform.host_name not in message  # nor any org's CloudSpace or org name
+        assert "default" not in message and "tenant-" not in message
+    default = default_of(await tenant.viewer.data(LIST))
+    payload = await tenant.editor.mutate(
+        UPDATE, {"input": {"id": default["id"], "cpu": 3, "memoryMiB": 4096}}
+    )
+    assert [(e["field"], e["code"]) for e in payload["userErrors"]] == [
+        (["input", "cpu"], "QUOTA_EXCEEDED"),
+        (["input", "memoryMiB"], "QUOTA_EXCEEDED"),
+    ]
+    assert default_of(await tenant.viewer.data(LIST))["quota"] == {"cpu": 2.0, "memoryMiB": 4096}
+
+
+async def test_the_host_cannot_be_deregistered_while_it_hosts_cloudspaces(
+    platform: Platform, tenant: Org
+) -> None:
+    payload = await platform.admin.mutate(
+        make.DEREGISTER_SPACE, {"input": {"id": platform.host_id}}
+    )
+    assert payload["space"] is None
+    (error,) = payload["userErrors"]
+    assert error["code"] == "PRECONDITION_FAILED"
+    assert "CloudSpace" in error["message"] and "delete them" in error["message"]
+
+
+async def test_deleting_asks_for_the_name_and_the_policy_then_starts_at_once(
+    platform: Platform, tenant: Org
+) -> None:
+    default = default_of(await tenant.viewer.data(LIST))
+    wrong = await tenant.admin.mutate(
+        DELETE, {"input": {"id": default["id"], "confirmName": "defaul"}}
+    )
+    assert [(e["field"], e["code"]) for e in wrong["userErrors"]] == [
+        (["input", "confirmName"], "INVALID")
+    ]
+    editor = await tenant.editor.mutate(
+        DELETE, {"input": {"id": default["id"], "confirmName": "default"}}
+    )
+    assert [e["code"] for e in editor["userErrors"]] == ["FORBIDDEN"]
+    other = await platform.tenant("other")
+    foreign = await other.admin.mutate(
+        DELETE, {"input": {"id": default["id"], "confirmName": "default"}}
+    )
+    assert [(e["field"], e["code"]) for e in foreign["userErrors"]] == [
+        (["input", "id"], "NOT_FOUND")
+    ]
+
+    seen: list[dict[str, Any]] = []
+    async with tenant.viewer.websocket() as session:
+
+        async def listen() -> None:
+            async for event in session.subscribe(make_request(EVENTS, {"id": default["id"]})):
+                seen.append(event["cloudSpacePhaseChanged"])
+                if event["cloudSpacePhaseChanged"]["phase"] == "DELETING":
+                    return
+
+        listening = asyncio.create_task(listen())
+        await wait_for_subscribers(platform.server, 1)
+        done = await tenant.admin.mutate(
+            DELETE, {"input": {"id": default["id"], "confirmName": "default"}}
+        )
+        assert done["userErrors"] == []
+        assert done["cloudSpace"]["phase"] == "DELETING"
+        await asyncio.wait_for(listening, 20)
+    deleting = seen[-1]
+    assert deleting["cloudSpaceId"] == default["id"]
+    assert deleting["phase"] == "DELETING"
+    assert deleting["previous"] in ("PENDING", "PROVISIONING", "FAILED")
+    # Deleting again is harmless: it is already on its way out.
+    again = await tenant.admin.mutate(
+        DELETE, {"input": {"id": default["id"], "confirmName": "default"}}
+    )
+    assert again["userErrors"] == [] and again["cloudSpace"]["phase"] == "DELETING"
+
+
+def make_request(query: str, variables: dict[str, Any]) -> GraphQLRequest:
+    return GraphQLRequest(query, variable_values=variables)
+
+
+async def wait_for_subscribers(server: Server, count: int) -> None:
+    deadline = asyncio.get_running_loop().time() + 20
+    while server.metric("spacedock_event_subscribers") < count:
+        assert asyncio.get_running_loop().time() < deadline, "the subscription never started"
+        await asyncio.sleep(0.05)
