@@ -43,6 +43,7 @@ lint: install
 bench: install
 	$(BIN)/python bench/graphql_reads.py
 	$(BIN)/python bench/probe.py
+	$(BIN)/python bench/abuse.py
 
 schema: install
 	$(BIN)/spacedock export-schema

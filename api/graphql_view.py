@@ -119,11 +119,16 @@ def _children(container: dict[str, object] | list[object]) -> list[object]:
     return list(container.values()) if isinstance(container, dict) else container
 
 
+def _no_constant(name: str) -> object:
+    """NaN and Infinity are Python's extension of JSON, not JSON."""
+    raise json.JSONDecodeError(f"{name} is not JSON", name, 0)
+
+
 def decoded_json(data: str | bytes) -> object:
     """JSON text as Python, or JSONDecodeError for anything else (invalid UTF-8, nesting
     deeper than MAX_JSON_NESTING), so both transports answer it as a client fault."""
     try:
-        value = json.loads(data)
+        value = json.loads(data, parse_constant=_no_constant)
     except json.JSONDecodeError:
         raise
     except (ValueError, RecursionError) as error:  # invalid UTF-8; nesting past the stack

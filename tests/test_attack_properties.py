@@ -100,7 +100,11 @@ SHORT = st.one_of(
 LONG = st.sampled_from(["a" * 70_000, "é" * 40_000])
 TEXT = st.one_of(SHORT, LONG)
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | SHORT,
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | SHORT,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(SHORT, inner, max_size=4),
     max_leaves=12,
 )
@@ -178,14 +182,53 @@ def inputs(real: dict[str, str]) -> Iterator[tuple[str, str, st.SearchStrategy[d
     )
 
 
-MUTATIONS = [name for name, _, _ in inputs({"x": "y"})]
+def cloud_space_mutation(name: str, input_type: str) -> str:
+    return (
+        f"mutation($input: {input_type}!) {{ {name}(input: $input) "
+        "{ cloudSpace { id } userErrors { field message code } } }"
+    )
+
+
+def cloud_space_inputs(
+    real: dict[str, str],
+) -> Iterator[tuple[str, str, st.SearchStrategy[dict[str, Any]]]]:
+    object_id = ids(real)
+    cpu = st.floats(allow_nan=False, allow_infinity=False, width=32)
+    memory = st.integers(min_value=-(2**31), max_value=2**31 - 1)
+    yield (
+        "createCloudSpace",
+        cloud_space_mutation("createCloudSpace", "CreateCloudSpaceInput"),
+        st.fixed_dictionaries(
+            {"name": TEXT, "cpu": cpu, "memoryMiB": memory}, optional={"hostSpaceId": object_id}
+        ),
+    )
+    yield (
+        "updateCloudSpaceQuota",
+        cloud_space_mutation("updateCloudSpaceQuota", "UpdateCloudSpaceQuotaInput"),
+        st.fixed_dictionaries({"id": object_id, "cpu": cpu, "memoryMiB": memory}),
+    )
+    yield (
+        "deleteCloudSpace",
+        cloud_space_mutation("deleteCloudSpace", "DeleteCloudSpaceInput"),
+        st.fixed_dictionaries({"id": object_id, "confirmName": TEXT}),
+    )
+
+
+def every_input(
+    real: dict[str, str],
+) -> Iterator[tuple[str, str, st.SearchStrategy[dict[str, Any]]]]:
+    yield from inputs(real)
+    yield from cloud_space_inputs(real)
+
+
+MUTATIONS = [name for name, _, _ in every_input({"x": "y"})]
 
 
 @pytest.mark.parametrize("mutation", MUTATIONS)
 def test_generated_inputs_never_break_the_server(
     admin: Caller, real: dict[str, str], mutation: str
 ) -> None:
-    (document, strategy) = next((d, s) for name, d, s in inputs(real) if name == mutation)
+    (document, strategy) = next((d, s) for name, d, s in every_input(real) if name == mutation)
 
     @EXAMPLES
     @given(values=strategy)
@@ -209,3 +252,11 @@ def test_generated_inputs_never_break_the_server(
             assert admin.data(TOTALS) == before, "a refused mutation wrote something"
 
     attack()
+
+
+def test_every_mutation_of_the_schema_is_attacked() -> None:
+    from schema.build import schema
+
+    mutation_type = schema._schema.mutation_type
+    assert mutation_type is not None
+    assert set(MUTATIONS) == set(mutation_type.fields)
