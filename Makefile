@@ -42,6 +42,7 @@ lint: install
 
 bench: install
 	$(BIN)/python bench/graphql_reads.py
+	$(BIN)/python bench/fanout.py
 	$(BIN)/python bench/probe.py
 	$(BIN)/python bench/abuse.py
 

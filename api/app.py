@@ -8,6 +8,7 @@ import gc
 import hmac
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -21,7 +22,8 @@ from api.kubeconfig_route import kubeconfig_endpoint
 from api.settings import Settings
 from core.events import EventBus, InProcessBus, PostgresBus
 from core.health import HealthRule
-from core.probe_loop import ProbeLoop, ProbeSettings, ProbeStats
+from core.metrics import MetricSource, Sample, exposition
+from core.probe_loop import ProbeLoop, ProbeSettings
 from core.services import Services
 from db.engine import Database
 from db.notify import PostgresNotifier
@@ -44,64 +46,43 @@ def build_services(settings: Settings) -> Services:
         secrets=settings.secret_box(),
         health=HealthRule(settings.probe_interval_s),
         deny_networks=settings.cluster_deny_cidrs,
+        cluster_max_body_bytes=settings.cluster_max_body_bytes,
         cloudspaces=settings.cloudspaces,
     )
 
 
 def build_probe_loop(settings: Settings, services: Services) -> ProbeLoop:
-    return ProbeLoop(
-        services,
-        VersionProber(settings.probe_timeout_s, services.deny_networks),
-        ProbeSettings(
-            interval_s=settings.probe_interval_s,
-            timeout_s=settings.probe_timeout_s,
-            failure_threshold=max(1, settings.probe_failure_threshold),
-            concurrency=max(1, settings.probe_concurrency),
-        ),
+    probe_settings = ProbeSettings(
+        interval_s=settings.probe_interval_s,
+        timeout_s=settings.probe_timeout_s,
+        failure_threshold=max(1, settings.probe_failure_threshold),
+        concurrency=max(1, settings.probe_concurrency),
     )
+    prober = VersionProber(probe_settings.timeout_s, services.deny_networks)
+    return ProbeLoop(services, prober, probe_settings)
 
 
-Sample = tuple[str, str, str, int]  # name, type, help, value
+@dataclass(frozen=True)
+class ProcessMetrics:
+    """What the process itself counts: SQL statements and event subscriptions."""
 
+    services: Services
 
-def exposition(samples: list[Sample]) -> str:
-    """Prometheus text format."""
-    lines: list[str] = []
-    for name, kind, help_text, value in samples:
-        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
-    return "\n".join(lines) + "\n"
-
-
-def samples(services: Services, stats: ProbeStats) -> list[Sample]:
-    return [
-        (
-            "spacedock_sql_statements_total",
-            "counter",
-            "SQL statements sent to the database.",
-            services.database.statement_count,
-        ),
-        (
-            "spacedock_event_subscribers",
-            "gauge",
-            "Event-bus subscriptions open in this process.",
-            services.bus.subscriber_count,
-        ),
-        ("spacedock_probes_total", "counter", "Probes that gave a result.", stats.probes),
-        ("spacedock_probe_failures_total", "counter", "Probes that failed.", stats.failures),
-        (
-            "spacedock_probe_transitions_total",
-            "counter",
-            "Status transitions the probes caused.",
-            stats.transitions,
-        ),
-        (
-            "spacedock_probe_loop_errors_total",
-            "counter",
-            "Probe loop steps or probes that failed for a reason other than the cluster.",
-            stats.errors,
-        ),
-        ("spacedock_probes_in_flight", "gauge", "Probes running now.", stats.in_flight),
-    ]
+    def samples(self) -> list[Sample]:
+        return [
+            Sample(
+                "spacedock_sql_statements_total",
+                "counter",
+                "SQL statements sent to the database.",
+                self.services.database.statement_count,
+            ),
+            Sample(
+                "spacedock_event_subscribers",
+                "gauge",
+                "Event-bus subscriptions open in this process.",
+                self.services.bus.subscriber_count,
+            ),
+        ]
 
 
 def metrics_allowed(request: Request, token: str | None) -> bool:
@@ -123,6 +104,8 @@ def create_app(settings: Settings) -> Starlette:
         ),
     )
     probes = build_probe_loop(settings, services)
+    # Every background loop's stats join here; /metrics renders whatever is listed.
+    metric_sources: list[MetricSource] = [ProcessMetrics(services), probes.stats]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -167,9 +150,7 @@ def create_app(settings: Settings) -> Starlette:
                 status_code=401,
                 headers={"WWW-Authenticate": 'Bearer realm="spacedock-metrics"'},
             )
-        return PlainTextResponse(
-            exposition(samples(services, probes.stats)), media_type="text/plain; version=0.0.4"
-        )
+        return PlainTextResponse(exposition(metric_sources), media_type="text/plain; version=0.0.4")
 
     routes = [
         Route("/graphql", view, methods=["GET", "POST"]),

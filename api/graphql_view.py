@@ -44,8 +44,8 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 )
 
 from api import graphiql
+from core.auth import Unauthenticated, authenticate
 from core.services import Services
-from core.tokens import authenticate
 from db.outages import is_unavailable, outages
 from resolvers.context import Context
 from schema.build import schema
@@ -343,15 +343,12 @@ class GraphQLView(GraphQL[Context, None]):
             declared = request.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > self.limits.max_body_bytes:
                 raise HTTPException(413, too_large(self.limits))
-        async with self.services.unit() as unit:
-            viewer = await authenticate(unit, request.headers.get("authorization"))
+        try:
+            viewer = await authenticate(self.services, request.headers.get("authorization"))
+        except Unauthenticated as refused:
+            outages.reached()
+            return unauthenticated(refused.message)
         outages.reached()
-        if viewer is None:
-            return unauthenticated(
-                "Invalid or revoked API token."
-                if request.headers.get("authorization")
-                else "Send Authorization: Bearer <token>; create one with `spacedock token create`."
-            )
         scope.setdefault("state", {})["viewer"] = viewer
         if request.method == "POST":
             body = await read_body(request, self.limits)
@@ -383,10 +380,10 @@ class GraphQLView(GraphQL[Context, None]):
         )
 
     async def on_ws_connect(self, context: Context) -> None:
-        async with self.services.unit() as unit:
-            viewer = await authenticate(unit, authorization_of(context.connection_params))
-        if viewer is None:
-            raise ConnectionRejectionError()
+        try:
+            viewer = await authenticate(self.services, authorization_of(context.connection_params))
+        except Unauthenticated:
+            raise ConnectionRejectionError() from None
         context.viewer = viewer
 
     async def render_graphql_ide(self, request: Request) -> Response:

@@ -14,9 +14,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from api.graphql_view import unauthenticated
+from core.auth import Unauthenticated, authenticate
 from core.errors import ApiError
 from core.services import Services
-from core.tokens import authenticate
 from resolvers import cloudspaces
 from resolvers.context import Context
 
@@ -31,10 +31,10 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 
 def kubeconfig_endpoint(services: Services) -> Callable[[Request], Awaitable[Response]]:
     async def download(request: Request) -> Response:
-        async with services.unit() as unit:
-            viewer = await authenticate(unit, request.headers.get("authorization"))
-        if viewer is None:
-            return unauthenticated("Send Authorization: Bearer <token>.")
+        try:
+            viewer = await authenticate(services, request.headers.get("authorization"))
+        except Unauthenticated as refused:
+            return unauthenticated(refused.message)
         context = Context(services=services, viewer=viewer)
         try:
             minted = await cloudspaces.kubeconfig_download(

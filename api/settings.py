@@ -64,6 +64,8 @@ class Settings:
     request_read_timeout_s: float = 5.0
     max_subscriptions_per_token: int = 500
     metrics_token: str | None = None
+    # issue 7 (hostile clusters): how much of one cluster answer is read.
+    cluster_max_body_bytes: int = 4 * 2**20
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -82,6 +84,7 @@ class Settings:
             request_read_timeout_s=_number("SPACEDOCK_REQUEST_READ_TIMEOUT_S", 5.0),
             max_subscriptions_per_token=int(_number("SPACEDOCK_MAX_SUBSCRIPTIONS_PER_TOKEN", 500)),
             metrics_token=os.environ.get("SPACEDOCK_METRICS_TOKEN") or None,
+            cluster_max_body_bytes=int(_number("SPACEDOCK_CLUSTER_MAX_BODY_BYTES", 4 * 2**20)),
         )
 
     def secret_box(self) -> SecretBox:

@@ -1,18 +1,29 @@
-"""Benchmark of the nested list read a space picker makes, against a baseline measured in
-the same run.
+"""Benchmark of the reads a frontend makes, against the in-memory ceiling measured in the
+same run.
 
-A real `spacedock serve` process on SQLite holds 100 spaces (every other one an AWS space
-with its cloud account, the rest GENERIC), each with 2 environments, all made through the
-GraphQL API. One keep-alive HTTP client then alternates two requests:
+A real `spacedock serve` process holds 100 spaces (every other one an AWS space with its
+cloud account, the rest GENERIC), each with 2 environments and 2 status events (its
+registration and an operator hold), all made through the GraphQL API. The ceiling is
+bench/ceiling.py: a minimal Strawberry app with the same types, serving from memory
+spacedock's own answer, under the same uvicorn options; the script checks that both
+answer each query with byte-identical JSON. One keep-alive HTTP client per server then
+sends, interleaved (each run asks every query of both servers in turn, so drift hits
+both alike):
 
-- the read: `spaces(first: 100) { nodes { ... cloudAccount { name } environments { ... } } }`
-- the baseline: `{ viewer { role } }`, which costs the same auth lookup, parsing and HTTP
-  round trip but reads nothing, so the difference is what the nested read itself costs.
+- `spaces(first: 100) { totalCount nodes { id name status cloudAccount { name }
+  environments { name namespace } statusEvents(first: 5) { ... } } }`
+- the same without `statusEvents`
+- `{ viewer { role } }`
 
-It prints the median and p95 latency of each (wall clock at the client, loopback), the
-difference, the response size and the SQL statements per request (from /metrics).
+It prints, per query and database, the median latency at the client with its
+interquartile range, the requests per second one client gets (1 / median), server CPU
+per request (from /proc), SQL statements per request (from /metrics) and spacedock's
+throughput as a share of the ceiling's. The target of issue 12 is a share of 80% or more.
 
-Run: `.venv/bin/python bench/graphql_reads.py` (about half a minute; `--help` for sizes).
+Runs on SQLite, and on Postgres too when `--postgres URL` (an admin URL; a fresh
+database is made and dropped) or SPACEDOCK_TEST_DATABASE_URL is given.
+
+Run: `.venv/bin/python bench/graphql_reads.py` (about a minute per database; `--help`).
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -32,45 +44,48 @@ sys.path.insert(0, str(REPO))
 
 import aiohttp  # noqa: E402
 
+from bench.common import Ceiling, load_average, process_cpu_s, spread  # noqa: E402
 from tests.support import factories as make  # noqa: E402
 from tests.support.server import Backend, Server, free_port, mint_token  # noqa: E402
 
-NESTED_READ = """
-{
-  spaces(first: 100) {
-    totalCount
-    nodes { id name status cloudAccount { name } environments { name namespace } }
-  }
+SPACE_FIELDS = "id name status cloudAccount { name } environments { name namespace }"
+EVENT_FIELDS = "statusEvents(first: 5) { spaceId previous status at reason }"
+QUERIES = {
+    "spaces + statusEvents": f"{{ spaces(first: 100) {{ totalCount nodes {{ {SPACE_FIELDS} {EVENT_FIELDS} }} }} }}",
+    "spaces": f"{{ spaces(first: 100) {{ totalCount nodes {{ {SPACE_FIELDS} }} }} }}",
+    "viewer { role }": "{ viewer { role } }",
 }
-"""
-BASELINE = "{ viewer { role } }"
+FULL = "spaces + statusEvents"
 
 
 class Client:
     """One keep-alive HTTP session, as a frontend's fetcher would hold."""
 
-    def __init__(self, server: Server, token: str) -> None:
-        self.server = server
+    def __init__(self, url: str, token: str) -> None:
+        self.url = url
         self.headers = {"Authorization": f"Bearer {token}"}
         self.session = aiohttp.ClientSession()
 
     async def post(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         body = {"query": query, "variables": variables or {}}
-        async with self.session.post(self.server.url, json=body, headers=self.headers) as response:
+        async with self.session.post(self.url, json=body, headers=self.headers) as response:
             answer: dict[str, Any] = json.loads(await response.text())
         assert not answer.get("errors"), answer["errors"]
         return answer
 
-    async def timed(self, query: str) -> tuple[float, int]:
-        """Milliseconds for one request, and the size of its body."""
-        started = time.perf_counter()
+    async def body(self, query: str) -> bytes:
         async with self.session.post(
-            self.server.url, json={"query": query}, headers=self.headers
+            self.url, json={"query": query}, headers=self.headers
         ) as response:
             body = await response.read()
-        elapsed = (time.perf_counter() - started) * 1000
         assert response.status == 200 and b'"errors"' not in body, body[:300]
-        return elapsed, len(body)
+        return body
+
+    async def timed(self, query: str) -> float:
+        """Milliseconds for one request."""
+        started = time.perf_counter()
+        await self.body(query)
+        return (time.perf_counter() - started) * 1000
 
     async def mutate(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
         (payload,) = (await self.post(query, variables))["data"].values()
@@ -102,17 +117,13 @@ async def populate(client: Client, spaces: int, environments: int) -> None:
             config = make.generic_config(server=f"https://127.0.0.1:{nowhere}/c{i}")
             register = {"provider": "GENERIC", "config": config}
         space = await client.mutate(make.REGISTER_SPACE, {"input": {"name": f"s{i}", **register}})
+        space_id = space["space"]["id"]
         for e in range(environments):
-            await client.mutate(
-                make.CREATE_ENVIRONMENT,
-                {
-                    "input": {
-                        "name": f"s{i}-e{e}",
-                        "spaceId": space["space"]["id"],
-                        "namespace": f"ns{e}",
-                    }
-                },
-            )
+            environment = {"name": f"s{i}-e{e}", "spaceId": space_id, "namespace": f"ns{e}"}
+            await client.mutate(make.CREATE_ENVIRONMENT, {"input": environment})
+        # A hold: a second status event, and no more probes to disturb the measurement.
+        hold = {"input": {"id": space_id, "status": "INACTIVE"}}
+        await client.mutate(make.SET_SPACE_STATUS, hold)
 
 
 def wait_for_quiet(server: Server, timeout_s: float = 15.0) -> None:
@@ -127,77 +138,136 @@ def wait_for_quiet(server: Server, timeout_s: float = 15.0) -> None:
         last = now
 
 
-def percentile(samples: list[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+class Target:
+    """A server under measurement and what was measured of it, per query."""
+
+    def __init__(self, name: str, client: Client, pid: int, server: Server | None) -> None:
+        self.name = name
+        self.client = client
+        self.pid = pid
+        self.server = server  # spacedock's, for its SQL statement count
+        self.ms: dict[str, list[float]] = {query: [] for query in QUERIES}
+        self.cpu_s: dict[str, float] = dict.fromkeys(QUERIES, 0.0)
+        self.sql: dict[str, list[float]] = {query: [] for query in QUERIES}
+
+    async def once(self, label: str) -> None:
+        statements = self.server.metric("spacedock_sql_statements_total") if self.server else 0
+        cpu = process_cpu_s(self.pid)
+        self.ms[label].append(await self.client.timed(QUERIES[label]))
+        self.cpu_s[label] += process_cpu_s(self.pid) - cpu
+        if self.server:
+            after = self.server.metric("spacedock_sql_statements_total")
+            self.sql[label].append(after - statements)
 
 
-async def measure(server: Server, client: Client, runs: int) -> dict[str, dict[str, float]]:
-    for _ in range(3):  # warm-up: connection, caches, first-use imports
-        await client.timed(NESTED_READ)
-        await client.timed(BASELINE)
-    results: dict[str, dict[str, list[float]]] = {
-        name: {"ms": [], "bytes": [], "sql": []} for name in ("read", "baseline")
-    }
-    for _ in range(runs):  # interleaved, so drift hits both alike
-        for name, query in (("read", NESTED_READ), ("baseline", BASELINE)):
-            before = server.metric("spacedock_sql_statements_total")
-            elapsed, size = await client.timed(query)
-            results[name]["ms"].append(elapsed)
-            results[name]["bytes"].append(size)
-            results[name]["sql"].append(server.metric("spacedock_sql_statements_total") - before)
-    return {
-        name: {
-            "median_ms": statistics.median(r["ms"]),
-            "p95_ms": percentile(r["ms"], 0.95),
-            "bytes": statistics.median(r["bytes"]),
-            "sql": min(r["sql"]),
-        }
-        for name, r in results.items()
-    }
+async def measure(ours: Target, ceiling: Target, runs: int) -> None:
+    for _ in range(5):  # warm-up: connections, caches, first-use imports
+        for label in QUERIES:
+            await ours.client.body(QUERIES[label])
+            await ceiling.client.body(QUERIES[label])
+    for run in range(runs):  # interleaved; which server goes first alternates
+        for label in QUERIES:
+            pair = (ours, ceiling) if run % 2 else (ceiling, ours)
+            for target in pair:
+                await target.once(label)
+
+
+async def compare_answers(ours: Client, ceiling: Client) -> None:
+    for label, query in QUERIES.items():
+        mine, theirs = await ours.body(query), await ceiling.body(query)
+        if mine != theirs:
+            raise SystemExit(f"the ceiling's answer to {label} differs from spacedock's")
+
+
+async def run_database(backend: Backend, args: argparse.Namespace, directory: Path) -> None:
+    server = Server(
+        backend=backend,
+        log_path=directory / "server.log",
+        env={
+            "SPACEDOCK_PROBE_INTERVAL_S": "3600",
+            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",
+        },
+    ).start()
+    ceiling: Ceiling | None = None
+    token = await mint_token(server.backend.url, "bench", "admin")
+    client = Client(server.url, token)
+    ceiling_client: Client | None = None
+    try:
+        started = time.monotonic()
+        await populate(client, args.spaces, args.environments)
+        print(
+            f"{backend.name}: populated {args.spaces} spaces x {args.environments} environments "
+            f"in {time.monotonic() - started:.1f} s",
+            flush=True,
+        )
+        wait_for_quiet(server)
+        answer = await client.post(QUERIES[FULL])
+        ceiling = Ceiling.start(free_port(), answer, token, directory)
+        ceiling_client = Client(ceiling.url, token)
+        await compare_answers(client, ceiling_client)
+        assert server.process is not None
+        ours = Target("spacedock", client, server.process.pid, server)
+        them = Target("ceiling", ceiling_client, ceiling.process.pid, None)
+        await measure(ours, them, args.runs)
+    finally:
+        await client.close()
+        if ceiling_client is not None:
+            await ceiling_client.close()
+        if ceiling is not None:
+            ceiling.stop()
+        server.stop()
+    report(backend.name, ours, them, args.runs)
+
+
+def report(database: str, ours: Target, ceiling: Target, runs: int) -> None:
+    print(f"\n{database}: {runs} interleaved requests per query and server, one keep-alive client")
+    print("  median latency at the client (interquartile range); CPU = server process per request")
+    header = f"  {'query':<22} {'server':<10} {'latency':>22} {'req/s':>7} {'CPU':>8} {'SQL':>4}"
+    print(header)
+    for label in QUERIES:
+        for target in (ours, ceiling):
+            median = statistics.median(target.ms[label])
+            sql = f"{min(target.sql[label]):.0f}" if target.sql[label] else "-"
+            print(
+                f"  {label:<22} {target.name:<10} {spread(target.ms[label], digits=2):>22} "
+                f"{1000 / median:>7.0f} {target.cpu_s[label] / runs * 1000:>5.1f} ms {sql:>4}"
+            )
+        share = statistics.median(ceiling.ms[label]) / statistics.median(ours.ms[label])
+        cpu_share = ceiling.cpu_s[label] / max(ours.cpu_s[label], 1e-9)
+        verdict = "met" if share >= 0.8 else "not met"
+        print(
+            f"  {label:<22} spacedock at {share:.0%} of the ceiling's requests per second "
+            f"({cpu_share:.0%} by CPU); target 80%: {verdict}"
+        )
+    print(f"  machine: {load_average()}")
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--spaces", type=int, default=100, help="spaces to register (max 100)")
     parser.add_argument("--environments", type=int, default=2, help="environments per space")
-    parser.add_argument("--runs", type=int, default=20, help="measured requests of each kind")
+    parser.add_argument("--runs", type=int, default=40, help="measured requests of each kind")
+    parser.add_argument(
+        "--postgres",
+        default=os.environ.get("SPACEDOCK_TEST_DATABASE_URL"),
+        help="Postgres admin URL (postgresql+asyncpg://...); also run there",
+    )
+    parser.add_argument("--sqlite-only", action="store_true", help="skip Postgres")
     args = parser.parse_args()
     if not 1 <= args.spaces <= 100:
         parser.error("--spaces must be 1..100: the read is one page of first: 100")
-
+    print(f"machine at start: {load_average()}", flush=True)
     with tempfile.TemporaryDirectory() as directory:
-        server = Server(
-            backend=Backend.sqlite(Path(directory)),
-            log_path=Path(directory) / "server.log",
-            env={
-                "SPACEDOCK_PROBE_INTERVAL_S": "3600",
-                "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",
-            },
-        ).start()
-        client = Client(server, await mint_token(server.backend.url, "bench", "admin"))
+        await run_database(Backend.sqlite(Path(directory)), args, Path(directory))
+    if args.postgres and not args.sqlite_only:
+        backend = await asyncio.to_thread(Backend.postgres, args.postgres)
         try:
-            started = time.monotonic()
-            await populate(client, args.spaces, args.environments)
-            print(
-                f"populated {args.spaces} spaces x {args.environments} environments "
-                f"in {time.monotonic() - started:.1f} s (SQLite)"
-            )
-            wait_for_quiet(server)
-            figures = await measure(server, client, args.runs)
+            with tempfile.TemporaryDirectory() as directory:
+                await run_database(backend, args, Path(directory))
         finally:
-            await client.close()
-            server.stop()
-
-    print(f"{args.runs} requests each, keep-alive HTTP on loopback, one server process")
-    print(f"{'request':<10} {'median ms':>10} {'p95 ms':>8} {'bytes':>8} {'SQL':>5}")
-    for name, f in figures.items():
-        print(
-            f"{name:<10} {f['median_ms']:>10.2f} {f['p95_ms']:>8.2f} "
-            f"{f['bytes']:>8.0f} {f['sql']:>5.0f}"
-        )
-    extra = figures["read"]["median_ms"] - figures["baseline"]["median_ms"]
-    print(f"nested read of {args.spaces} spaces costs {extra:.2f} ms over the baseline (median)")
+            await asyncio.to_thread(backend.dispose, args.postgres)
 
 
 if __name__ == "__main__":

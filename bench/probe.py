@@ -52,6 +52,7 @@ from gql import gql  # noqa: E402
 from kubernetes_asyncio.client import ApiClient, Configuration, VersionApi  # noqa: E402
 from sqlmodel import col  # noqa: E402
 
+from bench.common import machine_busy_s, process_cpu_s  # noqa: E402
 from core.events import InProcessBus  # noqa: E402
 from core.health import HealthRule  # noqa: E402
 from core.probe_loop import ProbeLoop, ProbeSettings  # noqa: E402
@@ -72,7 +73,6 @@ from tests.support.server import Backend, Server, mint_token  # noqa: E402
 INTERVAL_S = 60.0
 TIMEOUT_S = 5.0
 REGISTER_BATCH = 100
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # -- stand-ins, in their own process ------------------------------------------------------
@@ -113,18 +113,6 @@ def standin_process(count: int, latency_ms: float) -> Iterator[tuple[list[StandI
         child.wait(timeout=30)
 
 
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
-def machine_busy_s() -> float:
-    """CPU seconds all cores spent busy so far (everything but idle and iowait)."""
-    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(values) - values[3] - values[4]) / TICKS
-
-
 # -- the baseline prober ------------------------------------------------------------------
 class ApiClientPerProbe:
     """The usual kubernetes-asyncio way: a Configuration and an ApiClient per call, the CA
@@ -161,7 +149,7 @@ def _ms(started: float) -> float:
 # -- throughput -----------------------------------------------------------------------------
 async def register_fleet(services: Services, standins: list[StandIn], count: int) -> None:
     async with services.unit() as unit:
-        org, _ = await create_token(unit, f"bench-{random.getrandbits(32):08x}", Role.ADMIN)
+        org, _ = await create_token(unit, f"bench-{random.getrandbits(32):08x}", "ADMIN")
     viewer = Viewer(org.id, org.name, Role.ADMIN)
     for start in range(0, count, REGISTER_BATCH):
         async with services.unit() as unit:

@@ -114,9 +114,8 @@ def _check_quota(problems: Problems, cpu: float, memory_mib: int) -> None:
 
 
 async def host_credentials(services: Services, host: Space) -> Any:
-    """The host's minted credential, read in a short session of its own."""
-    async with services.read() as session:
-        return await credentials_for(session, services, host)
+    """The host's minted credential (credentials_for holds no session while minting)."""
+    return await credentials_for(services, host)
 
 
 async def capacity_of(services: Services, host: Space) -> Capacity:

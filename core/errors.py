@@ -68,3 +68,12 @@ class ApiError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+class Unauthenticated(Exception):
+    """A missing or refused credential (HTTP 401, WebSocket 4403); the message says what was
+    wrong and is safe to show the caller: it never repeats the credential."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

@@ -1,9 +1,8 @@
 """The one health rule: what status a space shows, in every view.
 
-An operator hold reads INACTIVE; a space with no probe result for
-`STALE_AFTER_INTERVALS` intervals reads UNKNOWN ("probe stale"); otherwise
-the status is what the probes gave. `db.spaces.effective_status` is the same
-rule in SQL, for filters.
+`core.status_rules.visible_status` is the rule; this applies it to a stored space at a
+moment: a live space with no probe result for `STALE_AFTER_INTERVALS` intervals is
+stale. `db.spaces.effective_status` is the same rule in SQL, for filters.
 """
 
 from __future__ import annotations
@@ -11,11 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from core.status_rules import ProbeState, visible_status
+from core.statuses import SpaceStatus
 from db.tables import Space
 
 STALE_AFTER_INTERVALS = 3
-PROBE_STALE = "probe stale"
-OPERATOR_HOLD = "operator hold"
+
+
+def probe_state(space: Space) -> ProbeState:
+    return ProbeState(SpaceStatus(space.probe_status), space.consecutive_failures)
 
 
 @dataclass(frozen=True)
@@ -25,18 +28,15 @@ class HealthRule:
     def stale_before(self, now: datetime) -> datetime:
         return now - timedelta(seconds=self.probe_interval_s * STALE_AFTER_INTERVALS)
 
-    def status_of(self, space: Space, now: datetime) -> tuple[str, str | None]:
+    def status_of(self, space: Space, now: datetime) -> tuple[SpaceStatus, str | None]:
         """(status, why): why names the hold, staleness, or the failure behind INACTIVE."""
-        if space.held:
-            return "INACTIVE", OPERATOR_HOLD
         last_result = space.last_probe_at or space.created_at
-        if space.deregistered_at is None and last_result < self.stale_before(now):
-            return "UNKNOWN", PROBE_STALE
-        if space.probe_status == "INACTIVE":
-            return "INACTIVE", space.last_probe_error
-        return space.probe_status, None
+        stale = space.deregistered_at is None and last_result < self.stale_before(now)
+        return visible_status(
+            probe_state(space), held=space.held, stale=stale, last_error=space.last_probe_error
+        )
 
 
-def stored_status(space: Space) -> str:
+def stored_status(space: Space) -> SpaceStatus:
     """The status transitions are computed from: the hold over the probes' verdict."""
-    return "INACTIVE" if space.held else space.probe_status
+    return visible_status(probe_state(space), held=space.held)[0]

@@ -18,6 +18,8 @@ KINDS = {
     "cs": "CloudSpace",
     "grant": "ClusterGrant",
     "tok": "ApiToken",
+    "role": "RoleDefinition",
+    "aud": "AuditEvent",
 }
 
 

@@ -8,7 +8,7 @@ field, a userError on `createNamespace`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from core.clusters import credentials_for
@@ -16,10 +16,10 @@ from core.errors import ApiError, Problems, UserErrors
 from core.names import dns_label_problem
 from core.rbac import Viewer
 from core.services import Services, Unit
+from core.statuses import SpaceStatus
 from db import owned
 from db.tables import Space
 from providers import kube
-from providers.credentials import ClusterCredentials
 from providers.errors import PermanentError, ProviderError
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -44,11 +44,6 @@ def _ours(found: kube.ClusterNamespace, space: Space) -> Namespace:
     )
 
 
-async def _credentials(services: Services, space: Space) -> ClusterCredentials:
-    async with services.read() as session:
-        return await credentials_for(session, services, space)
-
-
 async def list_namespaces(services: Services, viewer: Viewer, space: Space) -> list[Namespace]:
     """Every namespace on the space's cluster, by name; ApiError PROVIDER_ERROR when the
     cluster cannot be asked."""
@@ -56,8 +51,12 @@ async def list_namespaces(services: Services, viewer: Viewer, space: Space) -> l
     try:
         if space.deregistered_at is not None:
             raise PermanentError(DEREGISTERED)
-        credentials = await _credentials(services, space)
-        found = await kube.list_namespaces(credentials, deny=services.deny_networks)
+        credentials = await credentials_for(services, space)
+        found = await kube.list_namespaces(
+            credentials,
+            deny=services.deny_networks,
+            max_body_bytes=services.cluster_max_body_bytes,
+        )
     except ProviderError as failed:
         raise ApiError("PROVIDER_ERROR", failed.reason) from failed
     return sorted((_ours(namespace, space) for namespace in found), key=lambda n: n.name)
@@ -65,18 +64,18 @@ async def list_namespaces(services: Services, viewer: Viewer, space: Space) -> l
 
 @dataclass(frozen=True)
 class CreationTarget:
-    """A space checked to take a new namespace, and the credential to create it with."""
+    """A space checked to take a new namespace of this name."""
 
     space: Space
-    credentials: ClusterCredentials = field(repr=False)
     name: str
 
 
 async def creation_target(
     unit: Unit, services: Services, viewer: Viewer, space_id: str, name: str
 ) -> CreationTarget:
-    """Every check createNamespace makes before it calls the cluster (in the request's
-    transaction, which ends before that call, so no connection waits on a cluster)."""
+    """Every check createNamespace makes before it calls the cluster, in the request's
+    transaction; minting the credential and the cluster call come after it ends, so no
+    connection waits on a cloud or a cluster."""
     viewer.require("namespace:create")
     problems = Problems("input")
     if (why := dns_label_problem(name)) is not None:
@@ -91,28 +90,26 @@ async def creation_target(
             ["input", "spaceId"], "the space is deregistered", "PRECONDITION_FAILED"
         )
     status, why_status = services.health.status_of(space, unit.now)
-    if status == "INACTIVE":
+    if status == SpaceStatus.INACTIVE:
         because = why_status or "its probes fail"
         raise UserErrors.one(
             ["input", "spaceId"],
             f"the space is INACTIVE ({because}); namespaces are created on reachable spaces only",
             "PRECONDITION_FAILED",
         )
-    try:
-        credentials = await credentials_for(unit.session, services, space)
-    except ProviderError as failed:
-        raise UserErrors.one(None, failed.reason, "PROVIDER_ERROR") from failed
-    return CreationTarget(space, credentials, name)
+    return CreationTarget(space, name)
 
 
 async def create_on_cluster(services: Services, target: CreationTarget) -> Namespace:
     """Creates the namespace with our label; CONFLICT or PROVIDER_ERROR as userErrors."""
     try:
+        credentials = await credentials_for(services, target.space)
         created = await kube.create_namespace(
-            target.credentials,
+            credentials,
             target.name,
             {MANAGED_BY_LABEL: MANAGER},
             deny=services.deny_networks,
+            max_body_bytes=services.cluster_max_body_bytes,
         )
     except kube.AlreadyExists as exists:
         raise UserErrors.one(

@@ -1,9 +1,15 @@
-"""Roles, the policies they grant, and the caller they belong to."""
+"""Roles, the policies they grant, and the caller they belong to.
+
+The three system roles are fixed policy sets; a custom role is an org's own named
+set of the same policies. A Viewer carries the policies it resolved to, so every
+check is a set lookup whatever kind of role granted them.
+"""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from datetime import datetime
 
 from core.errors import ApiError, UserErrors
 
@@ -12,6 +18,12 @@ class Role(enum.Enum):
     ADMIN = "ADMIN"
     EDITOR = "EDITOR"
     VIEWER = "VIEWER"
+    CUSTOM = "CUSTOM"
+
+
+class CredentialKind(enum.Enum):
+    API_TOKEN = "API_TOKEN"
+    OIDC = "OIDC"
 
 
 VIEW = (
@@ -37,36 +49,65 @@ ADMINISTER = (
     "cloudaccount:update",
     "cloudaccount:delete",
     "cloudspace:delete",
+    "role:manage",
+    "token:manage",
+    "audit:view",
 )
 
-POLICIES: dict[Role, tuple[str, ...]] = {
-    Role.VIEWER: VIEW,
-    Role.EDITOR: VIEW + EDIT,
+SYSTEM_POLICIES: dict[Role, tuple[str, ...]] = {
     Role.ADMIN: VIEW + EDIT + ADMINISTER,
+    Role.EDITOR: VIEW + EDIT,
+    Role.VIEWER: VIEW,
 }
+SYSTEM_ROLES = tuple(SYSTEM_POLICIES)
+# Every policy there is; a custom role grants a subset of these.
+ALL_POLICIES = SYSTEM_POLICIES[Role.ADMIN]
+
+
+@dataclass(frozen=True)
+class CustomRole:
+    """An org's own role, as a token or a JWT claim names it."""
+
+    id: str
+    name: str
+    policies: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Viewer:
-    """The authenticated caller: one org, one role."""
+    """The authenticated caller: one org, one role, and how it signed in."""
 
     org_id: str
     org_name: str
     role: Role
+    custom_role: CustomRole | None = None
+    # The API token's name or the OIDC subject.
+    subject: str = "operator"
+    credential_kind: CredentialKind = CredentialKind.API_TOKEN
+    # The API token behind this caller (None for OIDC and operator commands).
+    token_id: str | None = None
+    # When the credential stops being valid (token expiry or JWT exp); None: never.
+    expires_at: datetime | None = None
+
+    @property
+    def role_name(self) -> str:
+        return self.custom_role.name if self.custom_role is not None else self.role.value
 
     @property
     def permissions(self) -> tuple[str, ...]:
-        return POLICIES[self.role]
+        if self.custom_role is not None:
+            return self.custom_role.policies
+        return SYSTEM_POLICIES[self.role]
 
     def can(self, policy: str) -> bool:
-        return policy in POLICIES[self.role]
+        return policy in self.permissions
 
     def require(self, policy: str) -> None:
         """For mutations: a missing policy is a FORBIDDEN userError and changes nothing."""
         if not self.can(policy):
-            raise UserErrors.one(None, f"Your role {self.role.value} lacks {policy}.", "FORBIDDEN")
+            raise UserErrors.one(None, f"Your role {self.role_name} lacks {policy}.", "FORBIDDEN")
 
     def require_to_read(self, policy: str) -> None:
         """For query fields: a missing policy nulls the field with a top-level FORBIDDEN."""
         if not self.can(policy):
-            raise ApiError("FORBIDDEN", f"Your role {self.role.value} lacks {policy}.")
+            raise ApiError("FORBIDDEN", f"Your role {self.role_name} lacks {policy}.")

@@ -21,6 +21,7 @@ from core.secrets import SecretBox
 from core.vclusters import CloudSpaceSettings
 from db.engine import Database
 from providers.credentials import CredentialCache
+from providers.network import DEFAULT_MAX_BODY_BYTES
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -49,6 +50,8 @@ class Services:
     health: HealthRule
     # API servers in these networks are never contacted (besides link-local, always denied).
     deny_networks: tuple[IPNetwork, ...] = ()
+    # The most a cluster call reads of one answer (SPACEDOCK_CLUSTER_MAX_BODY_BYTES).
+    cluster_max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     credentials: CredentialCache = field(default_factory=CredentialCache)
     # Set when a space needs probing now (registration, a lifted hold).
     probe_wanted: asyncio.Event = field(default_factory=asyncio.Event)
@@ -57,8 +60,10 @@ class Services:
     reconcile_wanted: asyncio.Event = field(default_factory=asyncio.Event)
 
     @asynccontextmanager
-    async def unit(self) -> AsyncIterator[Unit]:
-        async with self.database.transaction() as session:
+    async def unit(self, read_only: bool = False) -> AsyncIterator[Unit]:
+        """`read_only`: the unit never writes, so on SQLite it need not wait for the
+        write lock (see db.engine)."""
+        async with self.database.transaction(read_only) as session:
             unit = Unit(session)
             yield unit
         for channel, payload in unit.outbox:
@@ -70,5 +75,6 @@ class Services:
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
-        async with self.database.transaction() as session:
+        """A short read-only transaction."""
+        async with self.database.transaction(read_only=True) as session:
             yield session

@@ -14,12 +14,14 @@ from cryptography.hazmat.primitives import serialization
 from core import accounts
 from core.errors import Problems, UserErrors
 from core.events import SPACE_STATUS
-from core.health import OPERATOR_HOLD, stored_status
+from core.health import stored_status
 from core.ids import new_id
 from core.names import check_new_name, cloud_name_problem
 from core.rbac import Viewer
 from core.secrets import SecretBox
 from core.services import Unit
+from core.status_rules import HOLD_LIFTED, OPERATOR_HOLD, REGISTERED
+from core.statuses import SpaceStatus
 from db import cloud_accounts as account_repo
 from db import cloudspaces as cloudspace_repo
 from db import owned
@@ -27,7 +29,6 @@ from db import spaces as repo
 from db.tables import CloudAccount, Space, SpaceStatusEvent
 from providers.network import denied_address
 
-PROVIDERS = ("AWS", "GCP", "AZURE", "GENERIC")
 PUBLIC_CONFIG = ("clusterName", "region", "projectId", "resourceGroup", "subscriptionId", "server")
 GENERIC_SECRETS = ("caCert", "serviceAccountToken", "clientCertificate", "clientKey")
 # What each provider's config needs beyond clusterName, and what it may carry.
@@ -43,7 +44,6 @@ ALLOWED = {
     "AZURE": {"clusterName", "region", "resourceGroup", "subscriptionId"},
     "GENERIC": {"clusterName", "region", *("server", *GENERIC_SECRETS)},
 }
-# Cloud metadata services live in the link-local ranges; no API server may point there.
 
 
 @dataclass(frozen=True)
@@ -263,7 +263,7 @@ async def register(
     # A concurrent registration of the same name or cluster fails this insert; the
     # mutation is then retried and the checks above answer CONFLICT.
     await owned.add(unit.session, space)
-    await record_transition(unit, space, None, "UNKNOWN", "registered")
+    await record_transition(unit, space, None, SpaceStatus.UNKNOWN, REGISTERED)
     unit.probe_soon = True
     return space
 
@@ -295,7 +295,7 @@ async def record_transition(
 async def set_status(unit: Unit, viewer: Viewer, space_id: str, status: str) -> Space:
     viewer.require("space:update")
     problems = Problems("input")
-    if status not in ("ACTIVE", "INACTIVE"):
+    if status not in (SpaceStatus.ACTIVE, SpaceStatus.INACTIVE):
         problems.add(["status"], "status must be ACTIVE (lift a hold) or INACTIVE (hold)")
     space = await owned.by_id(unit.session, Space, viewer.org_id, space_id)
     if space is None:
@@ -305,14 +305,14 @@ async def set_status(unit: Unit, viewer: Viewer, space_id: str, status: str) -> 
     problems.raise_if_any()
     assert space is not None
     previous = stored_status(space)
-    if status == "INACTIVE":
+    if status == SpaceStatus.INACTIVE:
         space.held = True
         reason = OPERATOR_HOLD
     else:
         space.held = False
         space.next_probe_at = unit.now  # take the probes' verdict, starting with a fresh one
         unit.probe_soon = True
-        reason = "hold lifted"
+        reason = HOLD_LIFTED
     unit.session.add(space)
     await unit.session.flush()
     if stored_status(space) != previous:

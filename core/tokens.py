@@ -1,23 +1,31 @@
-"""API tokens: minted once, stored only as a hash, and resolved to a Viewer per request."""
+"""API tokens: minted once, stored only as a hash, resolved to a Viewer per request,
+and ended by expiry or revocation.
+
+`lastUsedAt` is written at most once a minute per token, so a busy client costs
+one small write a minute, not one per request.
+"""
 
 from __future__ import annotations
 
 import hashlib
-import re
 import secrets
+from dataclasses import dataclass
+from datetime import timedelta
 
-from core import cloudspaces
+from core import cloudspaces, roles
+from core.errors import Problems, Unauthenticated, UserErrors
 from core.ids import new_id
-from core.rbac import Role, Viewer
+from core.rbac import CredentialKind, CustomRole, Role, Viewer
 from core.services import Services, Unit
 from db import orgs as repo
 from db import owned
 from db.tables import ApiToken, Org
 
 PREFIX = "sdk_"
-# The whole header value, matched in full: a token is visible ASCII, so "sdk_…\n" or a
-# NUL byte is no token rather than the token before it.
-BEARER = re.compile(r"bearer +(?P<token>[\x21-\x7e]+)", re.IGNORECASE)
+MANAGE = "token:manage"
+MAX_NAME = 100
+MAX_DAYS = 3650
+LAST_USED_EVERY = timedelta(minutes=1)
 
 
 def token_hash(token: str) -> str:
@@ -25,41 +33,168 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class Minted:
+    """A new token's row, its role, and the clear secret (shown once)."""
+
+    row: ApiToken
+    role: roles.RoleView
+    secret: str
+
+
+async def _mint(
+    unit: Unit,
+    org_id: str,
+    name: str,
+    role: Role,
+    custom: CustomRole | None,
+    expires_in_days: int | None,
+) -> Minted:
+    secret = PREFIX + secrets.token_urlsafe(32)
+    row = ApiToken(
+        id=new_id("tok"),
+        org_id=org_id,
+        name=name,
+        role=role.value,
+        custom_role_id=None if custom is None else custom.id,
+        token_hash=token_hash(secret),
+        created_at=unit.now,
+        expires_at=None if expires_in_days is None else unit.now + timedelta(days=expires_in_days),
+    )
+    await owned.add(unit.session, row)
+    view = (
+        roles.system_view(role)
+        if custom is None
+        else roles.RoleView(custom.id, custom.name, False, custom.policies)
+    )
+    return Minted(row, view, secret)
+
+
+def _check_name_and_days(problems: Problems, name: str, expires_in_days: int | None) -> None:
+    if not name.strip() or len(name) > MAX_NAME:
+        problems.add(("name",), f"A token name is 1 to {MAX_NAME} characters.")
+    if expires_in_days is not None and not 1 <= expires_in_days <= MAX_DAYS:
+        problems.add(("expiresInDays",), f"expiresInDays is 1 to {MAX_DAYS}, or null: no expiry.")
+
+
 async def create_token(
-    unit: Unit, org_name: str, role: Role, services: Services | None = None
+    unit: Unit,
+    org_name: str,
+    role: str,
+    services: Services | None = None,
+    name: str | None = None,
+    expires_in_days: int | None = None,
 ) -> tuple[Org, str]:
-    """Creates the org if needed (with its default CloudSpace, given the services that
-    say where) and a new token for it; the clear token is returned once."""
+    """For operators (`spacedock token create`): creates the org if needed (with its
+    default CloudSpace, given the services that say where) and a new token for it;
+    `role` is a system role's name or a custom role's name or id. The clear token is
+    returned once; UserErrors for a bad role, name or lifetime."""
     org = await repo.org_by_name(unit.session, org_name)
     if org is None:
         org = Org(id=new_id("org"), name=org_name, created_at=unit.now)
         await owned.add(unit.session, org)
         if services is not None:
             await cloudspaces.create_default(unit, services, org)
-    token = PREFIX + secrets.token_urlsafe(32)
-    await owned.add(
-        unit.session,
-        ApiToken(
-            id=new_id("tok"),
-            org_id=org.id,
-            role=role.value,
-            token_hash=token_hash(token),
-            created_at=unit.now,
-        ),
-    )
-    return org, token
+    problems = Problems()
+    resolved = await roles.resolve(unit, org.id, role)
+    if resolved is None:
+        problems.add(("role",), f"The org {org_name} has no role {role}.", "NOT_FOUND")
+    token_name = name if name is not None else f"{role.lower()}-{unit.now:%Y%m%d%H%M%S}"
+    _check_name_and_days(problems, token_name, expires_in_days)
+    problems.raise_if_any()
+    assert resolved is not None
+    minted = await _mint(unit, org.id, token_name.strip(), *resolved, expires_in_days)
+    return org, minted.secret
 
 
-async def authenticate(unit: Unit, authorization: str | None) -> Viewer | None:
-    """The Viewer for an `Authorization: Bearer <token>` value, or None."""
-    bearer = BEARER.fullmatch(authorization.strip(" \t")) if authorization else None
-    if bearer is None:
+async def create(
+    unit: Unit, viewer: Viewer, name: str, role: str, expires_in_days: int | None
+) -> Minted:
+    """createApiToken: a token of the caller's org; the secret is in the result once."""
+    viewer.require(MANAGE)
+    problems = Problems("input")
+    resolved = await roles.resolve(unit, viewer.org_id, role)
+    if resolved is None or (resolved[1] is not None and resolved[1].id != role):
+        problems.add(
+            ("role",),
+            "Give a system role's name (ADMIN, EDITOR, VIEWER) or a custom role's id.",
+            "NOT_FOUND",
+        )
+    _check_name_and_days(problems, name, expires_in_days)
+    problems.raise_if_any()
+    assert resolved is not None
+    return await _mint(unit, viewer.org_id, name.strip(), *resolved, expires_in_days)
+
+
+async def revoke(unit: Unit, viewer: Viewer, token_id: str) -> ApiToken:
+    """Revoking twice keeps the first revocation's time."""
+    viewer.require(MANAGE)
+    row = await owned.by_id(unit.session, ApiToken, viewer.org_id, token_id)
+    if row is None:
+        raise UserErrors.one(("input", "id"), "No such API token.", "NOT_FOUND")
+    if row.revoked_at is None:
+        row.revoked_at = unit.now
+        await owned.add(unit.session, row)
+    return row
+
+
+async def list_tokens(unit: Unit, org_name: str) -> tuple[Org, list[ApiToken]] | None:
+    """For operators (`spacedock token list`): every token of the org, revoked ones too."""
+    org = await repo.org_by_name(unit.session, org_name)
+    if org is None:
         return None
-    found = await repo.token_with_org(unit.session, token_hash(bearer["token"]))
+    page = await repo.tokens_page(unit.session, org.id, True, 10_000, None)
+    return org, list(page.items)
+
+
+async def revoke_by_operator(unit: Unit, org_name: str, token_id: str) -> ApiToken | None:
+    """For operators (`spacedock token revoke`); None: no such token in that org."""
+    admin = await org_admin(unit, org_name)
+    if admin is None:
+        return None
+    try:
+        return await revoke(unit, admin, token_id)
+    except UserErrors:
+        return None
+
+
+async def authenticate_token(unit: Unit, token: str) -> tuple[Viewer, bool]:
+    """The Viewer for an API token, and whether its lastUsedAt is due a write (a minute
+    has passed); Unauthenticated when it is unknown, revoked or expired."""
+    found = await repo.token_with_org(unit.session, token_hash(token))
     if found is None:
-        return None
-    api_token, org = found
-    return Viewer(org_id=org.id, org_name=org.name, role=Role(api_token.role))
+        raise Unauthenticated("Unknown API token.")
+    row, org, custom_row = found
+    if row.revoked_at is not None:
+        raise Unauthenticated(f"This API token was revoked at {row.revoked_at:%Y-%m-%dT%H:%M:%SZ}.")
+    if row.expires_at is not None and row.expires_at <= unit.now:
+        raise Unauthenticated(f"This API token expired at {row.expires_at:%Y-%m-%dT%H:%M:%SZ}.")
+    due = row.last_used_at is None or unit.now - row.last_used_at >= LAST_USED_EVERY
+    viewer = Viewer(
+        org_id=org.id,
+        org_name=org.name,
+        role=Role(row.role),
+        custom_role=None if custom_row is None else roles.custom_of(custom_row),
+        subject=row.name,
+        credential_kind=CredentialKind.API_TOKEN,
+        token_id=row.id,
+        expires_at=row.expires_at,
+    )
+    return viewer, due
+
+
+async def mark_used(unit: Unit, token_id: str) -> None:
+    await repo.mark_token_used(unit.session, token_id, unit.now)
+
+
+async def still_valid(unit: Unit, token_ids: list[str]) -> set[str]:
+    """Which of these tokens are still usable (not revoked, not expired): one query."""
+    states = await repo.token_states(unit.session, token_ids) if token_ids else {}
+    return {
+        token_id
+        for token_id, (revoked_at, expires_at) in states.items()
+        if revoked_at is None and (expires_at is None or expires_at > unit.now)
+    }
 
 
 async def org_admin(unit: Unit, org_name: str) -> Viewer | None:

@@ -4,11 +4,19 @@ SQLite (aiosqlite, WAL) is the embedded default; Postgres (asyncpg) runs the
 same code. Callers get one transaction per request or loop step and never
 commit themselves: `Database.transaction()` commits on success and rolls back
 on any exception.
+
+On SQLite, SQLAlchemy emits BEGIN itself (the `begin` event recipe of its SQLite
+dialect documentation) instead of the driver, which would defer it to the first
+write and leave earlier reads outside the transaction. Transactions that may write
+begin with BEGIN IMMEDIATE: they take the write lock first, so what they read stays
+true until they commit (the role `FOR UPDATE` plays on Postgres), and none fails
+with "database is locked" when it upgrades from reading to writing after another
+writer committed. Read-only transactions (`read_only=True`) begin DEFERRED and never
+wait on a writer.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -31,6 +39,8 @@ POSTGRES_UNIQUE_VIOLATION = "23505"
 MIGRATIONS = Path(__file__).parent / "migrations"
 # Any fixed 64-bit number; replicas starting together queue on it.
 MIGRATION_LOCK_ID = 0x5BACED0C
+# Execution option naming how a SQLite transaction begins: DEFERRED or IMMEDIATE.
+SQLITE_BEGIN = "spacedock_sqlite_begin"
 
 
 class UniqueViolation(Exception):
@@ -52,28 +62,40 @@ def _is_unique_violation(error: sa.exc.IntegrityError) -> bool:
 
 
 class Database:
-    def __init__(self, url: str) -> None:
+    def __init__(
+        self, url: str, pool_size: int = 10, max_overflow: int = 20, pool_timeout_s: float = 30
+    ) -> None:
         self.url = sa.make_url(url)
         self.is_sqlite = self.url.get_backend_name() == "sqlite"
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = {
+            "pool_size": pool_size,
+            "max_overflow": max_overflow,
+            "pool_timeout": pool_timeout_s,
+        }
         if self.is_sqlite:
             options["connect_args"] = {"timeout": 30}
         else:
-            options.update(pool_size=10, max_overflow=20, pool_pre_ping=True)
+            options["pool_pre_ping"] = True
         self.engine: AsyncEngine = create_async_engine(self.url, **options)
         self.statement_count = 0  # SQL statements executed; exported as a metric
         event.listen(self.engine.sync_engine, "before_cursor_execute", self._count_statement)
         if self.is_sqlite:
-            event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
-        self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+            event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
+            event.listen(self.engine.sync_engine, "begin", _sqlite_begin)
+        self._reading_sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+        self._writing_sessions = async_sessionmaker(
+            self.engine, expire_on_commit=False, execution_options={SQLITE_BEGIN: "IMMEDIATE"}
+        )
 
     def _count_statement(self, *_: Any) -> None:
         self.statement_count += 1
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[AsyncSession]:
+    async def transaction(self, read_only: bool = False) -> AsyncIterator[AsyncSession]:
+        """One transaction; on SQLite it takes the write lock at BEGIN unless `read_only`."""
+        sessions = self._reading_sessions if read_only else self._writing_sessions
         try:
-            async with self._sessions() as session, session.begin():
+            async with sessions() as session, session.begin():
                 yield session
         except sa.exc.IntegrityError as error:
             if _is_unique_violation(error):
@@ -112,20 +134,15 @@ def _upgrade(connection: sa.Connection) -> None:
     command.upgrade(alembic_config(connection), "head")
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+    dbapi_connection.isolation_level = None  # the driver emits no BEGIN; _sqlite_begin does
 
 
-async def wait_until_reachable(database: Database, attempts: int = 30) -> None:
-    for attempt in range(attempts):
-        try:
-            await database.ping()
-            return
-        except (OSError, sa.exc.OperationalError, sa.exc.InterfaceError):
-            if attempt == attempts - 1:
-                raise
-            await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
+def _sqlite_begin(connection: sa.Connection) -> None:
+    mode = connection.get_execution_options().get(SQLITE_BEGIN, "DEFERRED")
+    connection.exec_driver_sql(f"BEGIN {mode}")

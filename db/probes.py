@@ -1,11 +1,10 @@
-"""The probe loop's SQL: claiming due spaces through the `next_probe_at` lease, and
-writing probe results.
+"""The probe loop's SQL: claiming due spaces and writing probe results.
 
-A claim moves `next_probe_at` past the probe's own duration in the same
-statement that picks the rows, so no other loop (another replica, on
-Postgres with `FOR UPDATE SKIP LOCKED`; another process, on SQLite where the
-UPDATE takes the database write lock) claims the same space again within an
-interval.
+Probes use the plain claim of `db.claims`: claiming moves `next_probe_at` on, so no
+replica probes a space again before then, and `schedule` sets each claimed space's
+own jittered time in the same transaction. No lease is written or needed, since a probe
+ends within its timeout; a replica that dies mid-probe leaves its spaces due again one
+interval later.
 """
 
 from __future__ import annotations
@@ -18,9 +17,11 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
+from db.claims import WorkQueue
 from db.tables import Space
 
 LIVE = col(Space.deregistered_at).is_(None)
+PROBE_QUEUE = WorkQueue(Space, col(Space.id), col(Space.next_probe_at), LIVE)
 
 
 @dataclass(frozen=True)
@@ -35,32 +36,6 @@ class ProbeWrite:
     version: str | None
     latency_ms: float | None
     error: str | None
-
-
-def _is_sqlite(session: AsyncSession) -> bool:
-    return session.get_bind().dialect.name == "sqlite"
-
-
-async def claim_due(
-    session: AsyncSession, now: datetime, lease_until: datetime, limit: int
-) -> Sequence[Space]:
-    """Live spaces due by `now`, oldest first, at most `limit`, leased until `lease_until`."""
-    due = (
-        sa.select(col(Space.id))
-        .where(LIVE, col(Space.next_probe_at) <= now)
-        .order_by(col(Space.next_probe_at))
-        .limit(limit)
-    )
-    if not _is_sqlite(session):
-        due = due.with_for_update(skip_locked=True)
-    claim = (
-        sa.update(Space)
-        .where(col(Space.id).in_(due.scalar_subquery()))
-        .values(next_probe_at=lease_until)
-        .returning(Space)
-        .execution_options(synchronize_session=False)
-    )
-    return (await session.scalars(claim)).all()
 
 
 # Core executemany statements: the ORM's bulk UPDATE costs several times more CPU per row.
@@ -102,14 +77,10 @@ async def earliest_due(session: AsyncSession) -> datetime | None:
 
 async def lock_for_results(session: AsyncSession, space_ids: Sequence[str]) -> Sequence[Space]:
     """The current rows of spaces about to take probe results, locked until commit, so a
-    concurrent hold, lift or deregistration is either fully before or fully after.
-
-    On SQLite the driver defers BEGIN to the first write, which would leave the read
-    outside the transaction; an empty UPDATE first takes the write lock."""
-    if _is_sqlite(session):
-        await session.execute(sa.update(Space).where(sa.false()).values(held=Space.held))
+    concurrent hold, lift or deregistration is either fully before or fully after (on
+    SQLite the unit's BEGIN IMMEDIATE holds the lock already)."""
     query = sa.select(Space).where(col(Space.id).in_(space_ids))
-    if not _is_sqlite(session):
+    if session.get_bind().dialect.name != "sqlite":
         query = query.with_for_update()
     query = query.order_by(col(Space.id)).execution_options(populate_existing=True)
     return (await session.scalars(query)).all()

@@ -47,14 +47,37 @@ class Org(SQLModel, table=True):
     created_at: datetime = _time()
 
 
+class RoleDefinition(SQLModel, table=True):
+    """An org's custom role: a named set of policies (system roles are not stored)."""
+
+    __tablename__ = "role_definitions"
+    __table_args__ = (sa.UniqueConstraint("org_id", "name", name="uq_role_definitions_org_name"),)
+
+    id: str = Field(primary_key=True)
+    org_id: str = Field(foreign_key="orgs.id", index=True, ondelete="CASCADE")
+    name: str
+    # The policies as a JSON list of strings.
+    policies_json: str
+    created_at: datetime = _time()
+
+
 class ApiToken(SQLModel, table=True):
     __tablename__ = "api_tokens"
 
     id: str = Field(primary_key=True)
     org_id: str = Field(foreign_key="orgs.id", index=True, ondelete="CASCADE")
+    name: str = ""
+    # ADMIN, EDITOR, VIEWER, or CUSTOM with custom_role_id set.
     role: str
+    # A role in use by a token cannot be deleted: RESTRICT keeps the database honest too.
+    custom_role_id: str | None = Field(
+        default=None, foreign_key="role_definitions.id", index=True, ondelete="RESTRICT"
+    )
     token_hash: str = Field(unique=True)
     created_at: datetime = _time()
+    expires_at: datetime | None = _time(nullable=True)
+    last_used_at: datetime | None = _time(nullable=True)
+    revoked_at: datetime | None = _time(nullable=True)
 
 
 class CloudAccount(SQLModel, table=True):
@@ -217,3 +240,25 @@ class CloudSpaceEvent(SQLModel, table=True):
     phase: str
     message: str | None = None
     at: datetime = _time()
+
+
+# -- Access: the audit log (issue 11) -----------------------------------------
+
+
+class AuditEvent(SQLModel, table=True):
+    """One mutation call, allowed or refused; the input is stored with secrets redacted."""
+
+    __tablename__ = "audit_events"
+    __table_args__ = (sa.Index("ix_audit_events_org_id_id", "org_id", "id"),)
+
+    id: str = Field(primary_key=True)
+    org_id: str = Field(foreign_key="orgs.id", ondelete="CASCADE")
+    at: datetime = _time(index=True)
+    actor: str
+    actor_kind: str
+    action: str
+    # JSON list of the ids the call named or created.
+    target_ids_json: str
+    outcome: str
+    input_json: str | None = None
+    request_id: str | None = None

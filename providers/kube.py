@@ -7,23 +7,31 @@ to a private temporary directory (0700, files 0600; in /dev/shm where there is
 one), read while the TLS context is built, and deleted before the client sends
 anything.
 
-The SDK's own aiohttp session is swapped for one that neither looks up proxy
-settings per request (kubernetes-asyncio sets `trust_env=True`: two thread-pool
-hops per call) nor resolves names unchecked: it uses the probe's deny-list
-resolver, so a cluster call cannot reach cloud metadata or a denied network any
-more than a probe can. Every failure leaves as a `ProviderError` whose reason
-uses the words of `providers.errors`; the SDK exception is chained, never
-quoted, since its text carries response headers.
+The SDK's own aiohttp session is swapped for a `ClusterSession`: no proxy
+lookups, no redirects, the deny-list resolver for every host (IP literals
+included), and a bound on every response body. Answers are read and decoded
+by us, inside the call's timeout: a body past a quarter MiB is decoded in a
+worker thread by the pure-Python JSON scanner, which yields the interpreter to
+the event loop as it goes (the C scanner holds it for the whole body: ~60 ms
+for 4 MiB). Every answer is checked for the shape we use, so whatever a
+cluster sends becomes a `ProviderError` whose reason uses the words of
+`providers.errors`; the SDK exception is chained, never quoted, since its text
+carries response headers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import json.decoder
+import json.scanner
+import re
 import ssl
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import aiohttp
 from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api, V1Namespace, V1ObjectMeta
@@ -33,7 +41,8 @@ from yarl import URL
 from providers.credentials import ClusterCredentials
 from providers.errors import PermanentError, ProviderError, for_exception, for_status
 from providers.network import (
-    DenyingResolver,
+    DEFAULT_MAX_BODY_BYTES,
+    ClusterSession,
     IPNetwork,
     denied_address,
     private_files,
@@ -44,10 +53,23 @@ from providers.network import (
 DEFAULT_TIMEOUT_S = 10.0
 # kubernetes-asyncio reads up to this much per chunk; kept when its session is replaced.
 READ_BUFFER_BYTES = 2**21
+# Bodies up to this size decode on the event loop (well under a millisecond).
+DECODE_ON_LOOP_BYTES = 256 * 1024
+# A namespace name is a DNS label; anything else did not come from an API server.
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+LABEL_TEXT_LIMIT = 317  # a label key (253 + "/" + 63) is the longest label text
+UNEXPECTED = "unexpected answer from the API server"
 
 
 class AlreadyExists(PermanentError):
     """The API server answered 409: an object of that name exists."""
+
+
+class UnexpectedAnswer(PermanentError):
+    """The API server answered something that is not what the API promises."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{UNEXPECTED}: {what}")
 
 
 @dataclass(frozen=True)
@@ -58,7 +80,9 @@ class ClusterNamespace:
 
 
 async def build_client(
-    credentials: ClusterCredentials, deny: tuple[IPNetwork, ...] = ()
+    credentials: ClusterCredentials,
+    deny: tuple[IPNetwork, ...] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> ApiClient:
     """An ApiClient for the credential's cluster; no file of it remains once this returns.
 
@@ -81,14 +105,12 @@ async def build_client(
         ) from unusable
     configuration.ssl_ca_cert = None
     await client.rest_client.pool_manager.close()  # it never sent a byte
-    client.rest_client.pool_manager = aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(
-            ssl=tls,
-            limit=configuration.connection_pool_maxsize,
-            resolver=DenyingResolver(deny),
-        ),
-        trust_env=False,
-        cookie_jar=aiohttp.DummyCookieJar(),  # one client per call scope: nothing to remember
+    # The SDK calls only `request` and `close` on it, which a ClusterSession has.
+    client.rest_client.pool_manager = ClusterSession(  # type: ignore[assignment]
+        deny,
+        max_body_bytes=max_body_bytes,
+        ssl_context=tls,
+        connection_limit=configuration.connection_pool_maxsize,
         read_bufsize=READ_BUFFER_BYTES,
     )
     return client
@@ -97,11 +119,25 @@ async def build_client(
 def translate(error: BaseException, timeout_s: float) -> ProviderError:
     """Our error for whatever a cluster call raised."""
     if isinstance(error, ApiException) and isinstance(error.status, int) and error.status > 0:
-        message = server_message(error.body)
-        if error.status == 409:
-            return AlreadyExists(f"409 conflict: {message or 'the object already exists'}")
-        return for_status(error.status, message)
-    return for_exception(error, timeout_s)
+        return for_answer(error.status, error.body)
+    if isinstance(error, (ApiException, aiohttp.ClientError, OSError, TimeoutError)):
+        return for_exception(error, timeout_s)
+    # The SDK's models refuse shapes the API never sends (a null name, a string for a
+    # list): the cluster broke the API's promise, and nothing of ours is at fault.
+    return UnexpectedAnswer(f"the answer does not fit the API ({type(error).__name__})")
+
+
+def for_answer(status: int, body: bytes | str | None) -> ProviderError:
+    """The error for a non-2xx answer, with the server's Status message, cleaned."""
+    message = server_message(body)
+    if status == 409:
+        return AlreadyExists(f"409 conflict: {message or 'the object already exists'}")
+    if 300 <= status < 400:
+        return PermanentError(
+            f"HTTP {status} from the API server: redirects are not followed; "
+            "register the server URL the cluster answers on"
+        )
+    return for_status(status, message)
 
 
 @asynccontextmanager
@@ -110,33 +146,109 @@ async def cluster_api(
     *,
     deny: tuple[IPNetwork, ...] = (),
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> AsyncIterator[CoreV1Api]:
-    """CoreV1Api on a fresh client. The block must finish within timeout_s; any failure in
-    it leaves as a ProviderError. An API server in a denied network is never contacted."""
+    """CoreV1Api on a fresh client. The block (reading and decoding included) must finish
+    within timeout_s; any failure in it leaves as a ProviderError. An API server in a
+    denied network is never contacted."""
     host = URL(credentials.server).host
     if host is not None and (why := denied_address(host, deny)) is not None:
-        raise PermanentError(why)  # an IP literal: the resolver never sees it
-    client = await build_client(credentials, deny)
+        raise PermanentError(why)  # before a client (and its key files) is even built
+    client = await build_client(credentials, deny, max_body_bytes)
     try:
         async with asyncio.timeout(timeout_s):
             yield CoreV1Api(client)
     except ProviderError:
         raise
-    except (ApiException, aiohttp.ClientError, OSError, TimeoutError) as failed:
+    except Exception as failed:
         raise translate(failed, timeout_s) from failed
     finally:
         await client.close()
 
 
-def _from_cluster(namespace: V1Namespace) -> ClusterNamespace:
-    metadata = namespace.metadata
-    created: datetime | None = metadata.creation_timestamp
+class _PythonJsonDecoder(json.JSONDecoder):
+    """The pure-Python scanner: slower, but it lets the event loop run between its steps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parse_string = json.decoder.py_scanstring  # type: ignore[attr-defined]
+        self.scan_once = json.scanner.py_make_scanner(self)  # type: ignore[attr-defined]
+
+
+def _decode(body: bytes) -> Any:
+    try:
+        text = body.decode("utf-8")
+        if len(body) <= DECODE_ON_LOOP_BYTES:
+            return json.loads(text)
+        return _PythonJsonDecoder().decode(text)
+    except (ValueError, RecursionError) as bad:  # UnicodeDecodeError is a ValueError
+        raise UnexpectedAnswer("the body is not JSON") from bad
+
+
+async def json_answer(response: Any, decode: Any = None) -> Any:
+    """The decoded JSON of a raw (`_preload_content=False`) SDK answer, after checking
+    its status and content type; `decode(value)` may then turn it into what the caller
+    wants in the same step (off the event loop for large bodies)."""
+    body: bytes = await response.read()
+    if not 200 <= response.status <= 299:
+        raise for_answer(response.status, body)
+    content_type = response.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+    if content_type != "application/json":
+        raise UnexpectedAnswer(f"HTTP {response.status} without a JSON body")
+
+    def parse() -> Any:
+        value = _decode(body)
+        return decode(value) if decode is not None else value
+
+    if len(body) <= DECODE_ON_LOOP_BYTES:
+        return parse()
+    return await asyncio.to_thread(parse)
+
+
+def _text(value: Any, what: str, limit: int = LABEL_TEXT_LIMIT) -> str:
+    if not isinstance(value, str) or len(value) > limit or not value.isprintable():
+        raise UnexpectedAnswer(f"{what} is not text")
+    return value
+
+
+def _namespace(item: Any) -> ClusterNamespace:
+    """A Namespace object, checked field by field for what we use."""
+    metadata = item.get("metadata") if isinstance(item, dict) else None
+    if not isinstance(metadata, dict):
+        raise UnexpectedAnswer("a namespace without metadata")
+    name = metadata.get("name")
+    if not isinstance(name, str) or not DNS_LABEL.fullmatch(name):
+        raise UnexpectedAnswer("a namespace whose name is not a DNS label")
+    labels = metadata.get("labels") or {}
+    if not isinstance(labels, dict):
+        raise UnexpectedAnswer(f"namespace {name}: labels are not a map")
+    checked = {
+        _text(key, f"namespace {name}: a label key"): _text(
+            value, f"namespace {name}: a label value"
+        )
+        for key, value in labels.items()
+    }
+    created = metadata.get("creationTimestamp")
+    created_at = None
+    if created is not None:
+        try:
+            created_at = datetime.fromisoformat(_text(created, "creationTimestamp", 64))
+        except ValueError as bad:
+            raise UnexpectedAnswer(f"namespace {name}: creationTimestamp is not a time") from bad
+        if created_at.tzinfo is None:
+            raise UnexpectedAnswer(f"namespace {name}: creationTimestamp has no time zone")
     return ClusterNamespace(
-        name=metadata.name,
-        labels=dict(metadata.labels or {}),
-        # The SDK's parser gives tzlocal() for "Z" on a UTC host; the API speaks UTC.
-        created_at=None if created is None else created.astimezone(UTC),
+        name=name,
+        labels=checked,
+        created_at=None if created_at is None else created_at.astimezone(UTC),
     )
+
+
+def _namespace_list(value: Any) -> list[ClusterNamespace]:
+    items = value.get("items") if isinstance(value, dict) else None
+    if not isinstance(items, list):
+        raise UnexpectedAnswer("a namespace list without a list of items")
+    return [_namespace(item) for item in items]
 
 
 async def list_namespaces(
@@ -144,10 +256,14 @@ async def list_namespaces(
     *,
     deny: tuple[IPNetwork, ...] = (),
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> list[ClusterNamespace]:
-    async with cluster_api(credentials, deny=deny, timeout_s=timeout_s) as api:
-        listed = await api.list_namespace()
-    return [_from_cluster(item) for item in listed.items]
+    async with cluster_api(
+        credentials, deny=deny, timeout_s=timeout_s, max_body_bytes=max_body_bytes
+    ) as api:
+        answer = await api.list_namespace(_preload_content=False)
+        listed: list[ClusterNamespace] = await json_answer(answer, _namespace_list)
+    return listed
 
 
 async def create_namespace(
@@ -157,9 +273,15 @@ async def create_namespace(
     *,
     deny: tuple[IPNetwork, ...] = (),
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> ClusterNamespace:
     """Creates the namespace; AlreadyExists when one of that name is there."""
     body = V1Namespace(metadata=V1ObjectMeta(name=name, labels=dict(labels)))
-    async with cluster_api(credentials, deny=deny, timeout_s=timeout_s) as api:
-        created = await api.create_namespace(body)
-    return _from_cluster(created)
+    async with cluster_api(
+        credentials, deny=deny, timeout_s=timeout_s, max_body_bytes=max_body_bytes
+    ) as api:
+        answer = await api.create_namespace(body, _preload_content=False)
+        created: ClusterNamespace = await json_answer(answer, _namespace)
+    if created.name != name:
+        raise UnexpectedAnswer(f"asked to create {name}, the API server created another name")
+    return created

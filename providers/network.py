@@ -1,15 +1,23 @@
 """What every outbound connection to a cluster shares: the deny list, a resolver that
-enforces it, TLS contexts built from a credential, and private scratch files.
+enforces it, the one HTTP session kind every cluster call goes through, TLS contexts
+built from a credential, private scratch files, and the cleaning of cluster text.
 
 The deny list keeps probes and cluster calls from becoming a scanner of the
-server's own network: link-local ranges (cloud metadata) always, plus the
-operator's `SPACEDOCK_CLUSTER_DENY_CIDRS`. Loopback stays allowed, since kind
-and k3s live there. Addresses are checked in every spelling the system
-resolver accepts, and host names after they resolve.
+server's own network: link-local ranges and the other cloud metadata addresses
+always, plus the operator's `SPACEDOCK_CLUSTER_DENY_CIDRS`. Loopback stays
+allowed, since kind and k3s live there. Addresses are checked in every spelling
+the system resolver accepts (and every IPv6 form that embeds an IPv4 address),
+host names after they resolve; registration checks with the same function.
+
+A `ClusterSession` never follows a redirect, never uses a proxy, sends every
+host through the denying resolver (IP literals included) and refuses a response
+body beyond its limit: a cluster cannot steer a call elsewhere, nor make the
+server read without bound.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import ipaddress
 import json
@@ -17,12 +25,15 @@ import os
 import socket
 import ssl
 import tempfile
+import unicodedata
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any, ClassVar
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
+from yarl import URL
 
 from providers.credentials import ClusterCredentials
 from providers.errors import PermanentError
@@ -30,13 +41,22 @@ from providers.errors import PermanentError
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
-# Cloud metadata services live here; no API server address may point at them.
-LINK_LOCAL: tuple[IPNetwork, ...] = (
+# Cloud metadata services live here; no API server address may point at them: link-local
+# (AWS, GCP, Azure, OpenStack at 169.254.169.254), AWS's IPv6 endpoint and Alibaba's.
+ALWAYS_DENIED: tuple[IPNetwork, ...] = (
     ipaddress.ip_network("169.254.0.0/16"),
     ipaddress.ip_network("fe80::/10"),
+    ipaddress.ip_network("fd00:ec2::254/128"),
+    ipaddress.ip_network("100.100.100.200/32"),
 )
+# IPv6 prefixes whose last 32 bits are an IPv4 address that the packets reach: NAT64's
+# well-known prefix (RFC 6052) and IPv4-compatible addresses (RFC 4291, deprecated).
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 # A server's Status message is shown to users; a misbehaving server must not flood it.
 SERVER_MESSAGE_LIMIT = 200
+# What a cluster call may read unless told otherwise (SPACEDOCK_CLUSTER_MAX_BODY_BYTES).
+DEFAULT_MAX_BODY_BYTES = 4 * 2**20
 TLS_CONTEXTS_KEPT = 8192
 # Key files go to memory-backed storage where the system has it: then they never reach a
 # disk at all, and creating and removing them costs 0.2 ms instead of 1.6 ms on ext4.
@@ -45,29 +65,50 @@ SCRATCH_ROOT = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm",
 
 def literal_address(host: str) -> IPAddress | None:
     """The address a host literal stands for, including IPv4-mapped IPv6 and the legacy
-    IPv4 spellings (2852039166, 0xa9.0xfe.0xa9.0xfe) the system resolver accepts; None
-    for a host name."""
+    IPv4 spellings (2852039166, 0xa9.0xfe.0xa9.0xfe, 169.254.43518) the system resolver
+    accepts; None for a host name."""
     bare = host.strip("[]").split("%", 1)[0]
     try:
         address = ipaddress.ip_address(bare)
     except ValueError:
         try:
             return ipaddress.IPv4Address(socket.inet_aton(bare))
-        except OSError:
+        except (OSError, ValueError):  # ValueError: an embedded NUL
             return None
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return address.ipv4_mapped
     return address
 
 
+def address_forms(address: IPAddress) -> tuple[IPAddress, ...]:
+    """The address, and each IPv4 address an IPv6 one carries to the network (NAT64,
+    IPv4-compatible, 6to4, Teredo's server and client): a deny list must catch them all."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return (address,)
+    forms: list[IPAddress] = [address]
+    if address.ipv4_mapped is not None:
+        forms.append(address.ipv4_mapped)
+    if address in NAT64 or (address in IPV4_COMPATIBLE and int(address) > 1):
+        forms.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    if address.sixtofour is not None:
+        forms.append(address.sixtofour)
+    if address.teredo is not None:
+        forms.extend(address.teredo)
+    return tuple(forms)
+
+
 def denied_address(host: str, deny: tuple[IPNetwork, ...]) -> str | None:
-    """Why an address may not be contacted, if it may not; None for host names."""
+    """Why an address may not be contacted, if it may not; None for host names. The one
+    check for registration and connection alike."""
     address = literal_address(host)
     if address is None:
         return None
-    for network in (*LINK_LOCAL, *deny):
-        if address.version == network.version and address in network:
-            return f"denied: the API server address {address} is in the denied network {network}"
+    for form in address_forms(address):
+        for network in (*ALWAYS_DENIED, *deny):
+            if form.version == network.version and form in network:
+                return (
+                    f"denied: the API server address {address} is in the denied network {network}"
+                )
     return None
 
 
@@ -79,6 +120,12 @@ class DenyingResolver(AbstractResolver):
     def __init__(self, deny: tuple[IPNetwork, ...]) -> None:
         self._inner = aiohttp.DefaultResolver()
         self._deny = deny
+
+    def check_literal(self, host: str | None) -> None:
+        """aiohttp connects to an IP literal without asking any resolver; every request
+        passes its host here first, so literals meet the same deny list as names."""
+        if host is not None and (why := denied_address(host, self._deny)) is not None:
+            raise PermanentError(why)
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
@@ -158,11 +205,118 @@ class TlsContexts:
         return context
 
 
+class BodyTooLarge(PermanentError):
+    """The cluster sent (or announced) more than the call may read."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"answer too large: the API server sent more than {limit:,} bytes "
+            "(SPACEDOCK_CLUSTER_MAX_BODY_BYTES)"
+        )
+
+
+class BoundedResponse(aiohttp.ClientResponse):
+    """Reads at most `limit` bytes of body; `read`, `text` and `json` all go through it, so
+    no caller (ours or the SDK's) can be made to buffer more."""
+
+    limit: ClassVar[int] = DEFAULT_MAX_BODY_BYTES
+
+    async def read(self) -> bytes:
+        if self._body is None:
+            try:
+                if self.content_length is not None and self.content_length > self.limit:
+                    raise BodyTooLarge(self.limit)
+                chunks: list[bytes] = []
+                size = 0
+                while chunk := await self.content.read(2**16):
+                    size += len(chunk)
+                    if size > self.limit:
+                        raise BodyTooLarge(self.limit)
+                    chunks.append(chunk)
+                self._body = b"".join(chunks)
+            except BaseException:
+                self.close()
+                raise
+        return await super().read()
+
+
+@functools.cache
+def _bounded_response(limit: int) -> type[BoundedResponse]:
+    return type(f"BoundedResponse{limit}", (BoundedResponse,), {"limit": limit})
+
+
+class ClusterSession:
+    """The HTTP session every cluster call uses (the probe's and kubernetes-asyncio's alike).
+
+    It has only what those callers need (`request`, `close`), so nothing can reach
+    the aiohttp session underneath and ask it to follow a redirect or use a proxy."""
+
+    def __init__(
+        self,
+        deny: tuple[IPNetwork, ...],
+        *,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        ssl_context: ssl.SSLContext | None = None,
+        connection_limit: int = 100,
+        force_close: bool = False,
+        ttl_dns_cache: int | None = 10,
+        read_bufsize: int = 2**16,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self._resolver = DenyingResolver(deny)
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(
+                ssl=ssl_context if ssl_context is not None else True,
+                limit=connection_limit,
+                force_close=force_close,
+                ttl_dns_cache=ttl_dns_cache,
+                resolver=self._resolver,
+            ),
+            # No proxy from the environment: a proxy would make the connection, with its
+            # own resolver, and the deny list would never see where the call goes.
+            trust_env=False,
+            cookie_jar=aiohttp.DummyCookieJar(),  # clusters never share cookies
+            response_class=_bounded_response(max_body_bytes),
+            read_bufsize=read_bufsize,
+            headers=headers,
+        )
+
+    def request(self, method: str, url: str | URL, **options: Any) -> Any:
+        """aiohttp's request (awaitable, or an async context manager), without redirects.
+
+        A 3xx comes back as the answer; its Location is never contacted."""
+        if options.get("proxy") is not None:
+            raise PermanentError("proxies are not used for cluster calls")
+        options["allow_redirects"] = False
+        self._resolver.check_literal(URL(url).host)
+        return self._session.request(method, url, **options)
+
+    async def close(self) -> None:
+        await self._session.close()
+
+
+# Characters that move the cursor, end a line or reorder text: a cluster must not be
+# able to forge a log line or disguise a message with them.
+_INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def cluster_text(text: str, limit: int = SERVER_MESSAGE_LIMIT) -> str:
+    """Text a cluster chose (a Status message, a version), safe for a log line, a stored
+    row or a response: control and format characters become spaces, and it is cut to
+    `limit` characters (with an ellipsis)."""
+    cleaned = "".join(
+        " " if unicodedata.category(c) in _INVISIBLE else c for c in text[: limit * 4]
+    )
+    cleaned = " ".join(cleaned.split())
+    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
+
+
 def server_message(body: bytes | str | None) -> str:
-    """The `message` of a Kubernetes Status body, shortened; empty when there is none."""
+    """The `message` of a Kubernetes Status body, cleaned and shortened; empty when there
+    is none."""
     try:
         status = json.loads(body or "")
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return ""
     message = status.get("message") if isinstance(status, dict) else None
-    return message[:SERVER_MESSAGE_LIMIT] if isinstance(message, str) else ""
+    return cluster_text(message) if isinstance(message, str) else ""

@@ -12,7 +12,9 @@ connections, which is what reachability means.
 The API server's address is checked against the deny list (link-local cloud
 metadata and the operator's networks) after resolution, inside the resolver the
 connection itself uses, so a DNS answer cannot swap in a denied address between
-the check and the connect. Redirects are never followed, for the same reason.
+the check and the connect. Redirects are never followed, for the same reason:
+the session is a `ClusterSession`, the one kind every cluster call uses. The
+version a cluster reports is cluster-chosen text, cleaned before it is stored.
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ from yarl import URL
 from providers.credentials import ClusterCredentials
 from providers.errors import PermanentError, ProviderError, for_exception, for_status
 from providers.network import (
-    DenyingResolver,
+    ClusterSession,
     IPNetwork,
     TlsContexts,
+    cluster_text,
     denied_address,
     server_message,
 )
@@ -65,9 +68,9 @@ def _git_version(body: bytes) -> str | None:
         version: Any = json.loads(body).get("gitVersion")
     except (ValueError, AttributeError):
         return None
-    if not isinstance(version, str) or not version.strip():
+    if not isinstance(version, str):
         return None
-    return version.strip()[:MAX_VERSION]
+    return cluster_text(version, MAX_VERSION) or None
 
 
 class VersionProber:
@@ -77,21 +80,16 @@ class VersionProber:
         self.timeout_s = timeout_s
         self.deny = deny
         self.tls = TlsContexts()
-        self._session: aiohttp.ClientSession | None = None
+        self._session: ClusterSession | None = None
 
-    def _client(self) -> aiohttp.ClientSession:
+    def _client(self) -> ClusterSession:
         if self._session is None:
-            connector = aiohttp.TCPConnector(
-                limit=0,  # the probe loop bounds concurrency itself
+            self._session = ClusterSession(
+                self.deny,
+                max_body_bytes=MAX_BODY_BYTES,
+                connection_limit=0,  # the probe loop bounds concurrency itself
                 force_close=True,
                 ttl_dns_cache=RESOLUTION_TTL_S,
-                resolver=DenyingResolver(self.deny),
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                trust_env=False,
-                cookie_jar=aiohttp.DummyCookieJar(),  # clusters never share cookies
-                timeout=aiohttp.ClientTimeout(total=None),  # asyncio.timeout below bounds a probe
                 headers={"User-Agent": "spacedock-probe", "Accept": "application/json"},
             )
         return self._session
@@ -116,11 +114,11 @@ class VersionProber:
         headers = {"Authorization": f"Bearer {credentials.token}"} if credentials.token else None
         async with (
             asyncio.timeout(self.timeout_s),
-            self._client().get(
-                url, headers=headers, ssl=context, allow_redirects=False
+            self._client().request(
+                "GET", url, headers=headers, ssl=context, timeout=aiohttp.ClientTimeout(total=None)
             ) as response,
         ):
-            body = await response.content.read(MAX_BODY_BYTES)
+            body = await response.read()
             if response.status != 200:
                 raise for_status(response.status, server_message(body))
         version = _git_version(body)

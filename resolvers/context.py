@@ -1,13 +1,31 @@
-"""The GraphQL context: who is calling, the shared services, and this request's loaders."""
+"""The GraphQL context: who is calling, the shared services, and the loaders of the
+operation running now.
+
+strawberry builds one context per HTTP request but only one per WebSocket connection,
+which carries many operations, some at once. So the loaders do not live on the
+context: `OperationLoaders`, a schema extension, gives every operation its own set in
+a ContextVar of the operation's task (strawberry runs each operation of a socket in a
+task of its own), and a subscription takes a new set for every event
+(`fresh_loaders`). A query over a socket never reads rows cached by an earlier one,
+and two subscriptions on one connection never swap each other's loaders.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
+
+from strawberry.extensions import SchemaExtension
 
 from core.rbac import Viewer
 from core.services import Services
 from resolvers.loaders import Loaders
+
+_operation_loaders: ContextVar[Loaders | None] = ContextVar(
+    "spacedock_operation_loaders", default=None
+)
 
 
 @dataclass
@@ -17,7 +35,6 @@ class Context:
     over_websocket: bool = False
     # Set by strawberry from the graphql-transport-ws connection_init payload.
     connection_params: dict[str, Any] = field(default_factory=dict)
-    _loaders: Loaders | None = None
 
     @property
     def caller(self) -> Viewer:
@@ -26,10 +43,26 @@ class Context:
 
     @property
     def loaders(self) -> Loaders:
-        if self._loaders is None:
-            self._loaders = Loaders(self.services, self.caller.org_id)
-        return self._loaders
+        """This operation's loaders (made here for callers outside GraphQL, such as a
+        REST route, whose request is its own task)."""
+        loaders = _operation_loaders.get()
+        if loaders is None:
+            loaders = self.fresh_loaders()
+        return loaders
 
-    def fresh_loaders(self) -> None:
-        """Called per subscription event: a connection must not serve stale rows."""
-        self._loaders = None
+    def fresh_loaders(self) -> Loaders:
+        """New loaders for the rest of this operation's task: per subscription event."""
+        loaders = Loaders(self.services, self.caller.org_id)
+        _operation_loaders.set(loaders)
+        return loaders
+
+
+class OperationLoaders(SchemaExtension):
+    """Every operation starts with loaders of its own, set before any field runs, so
+    the tasks graphql-core spawns for fields share (and batch through) them."""
+
+    def on_execute(self) -> Iterator[None]:
+        context = self.execution_context.context
+        if isinstance(context, Context) and context.viewer is not None:
+            context.fresh_loaders()
+        yield

@@ -26,6 +26,7 @@ from db.tables import (
     ClusterGrant,
     Environment,
     Org,
+    RoleDefinition,
     Space,
     SpaceStatusEvent,
 )
@@ -56,6 +57,9 @@ class Loaders:
         self.cloud_spaces_of_space = DataLoader(self._cloud_spaces_of_spaces)
         self.cloud_space_event = DataLoader(self._cloud_space_events)
         self.kubeconfig = DataLoader(self._kubeconfigs)
+        self.custom_role: DataLoader[str, RoleDefinition | None] = self._by_id(
+            RoleDefinition, org_id
+        )
 
     def _by_id(self, model: type[Any], org_id: str | None) -> DataLoader[str, Any]:
         async def load(keys: Sequence[str]) -> list[Any]:

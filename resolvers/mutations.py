@@ -79,7 +79,10 @@ async def set_space_status(context: Context, space_id: str, status: str) -> Outc
 
 
 async def deregister_space(context: Context, space_id: str) -> Outcome[Space]:
-    return await run(context, lambda unit, viewer: spaces.deregister(unit, viewer, space_id))
+    outcome = await run(context, lambda unit, viewer: spaces.deregister(unit, viewer, space_id))
+    if outcome[0] is not None:  # its cluster credential is of no more use here
+        context.services.credentials.forget(space_id)
+    return outcome
 
 
 async def create_environment(

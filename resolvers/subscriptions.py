@@ -2,9 +2,9 @@
 fresh from the database for every event.
 
 The bus carries ids only ({event_id, space_id, org_id}), so that a Postgres
-LISTEN/NOTIFY bus can carry them too; each event is read back with new loaders,
-because the GraphQL context lives as long as the WebSocket connection and a
-connection-wide loader would keep serving the rows it cached for the first event.
+LISTEN/NOTIFY bus can carry them too; each event is read back with new loaders of
+this subscription's own (`Context.fresh_loaders`), or it would be shown with the rows
+cached for the first event.
 
 A `spaceId` the caller cannot see is refused with NOT_FOUND before anything is
 streamed: an unknown id and another org's id get the same answer, so the refusal
@@ -29,10 +29,8 @@ async def space_status_events(
     in the order they were published, until the subscriber goes away."""
     caller = context.caller
     caller.require_to_read("space:view")
-    if space_id is not None:
-        context.fresh_loaders()
-        if await context.loaders.space.load(space_id) is None:
-            raise ApiError("NOT_FOUND", f"No space with id {space_id!r}.")
+    if space_id is not None and await context.loaders.space.load(space_id) is None:
+        raise ApiError("NOT_FOUND", f"No space with id {space_id!r}.")
     # aclosing: when the subscriber leaves while we wait to deliver, the bus queue
     # must be released now, not whenever the generator is garbage collected.
     async with aclosing(context.services.bus.subscribe(SPACE_STATUS)) as announcements:
@@ -41,7 +39,6 @@ async def space_status_events(
                 continue
             if space_id is not None and announced.get("space_id") != space_id:
                 continue
-            context.fresh_loaders()
-            event = await context.loaders.status_event.load(announced["event_id"])
+            event = await context.fresh_loaders().status_event.load(announced["event_id"])
             if event is not None:  # trimmed from the history before we read it
                 yield event

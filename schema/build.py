@@ -13,6 +13,7 @@ from strawberry.extensions import MaxTokensLimiter, SchemaExtension
 from strawberry.types import ExecutionContext
 from strawberry.types.graphql import OperationType
 
+from resolvers.context import OperationLoaders
 from schema.errors import ErrorPolicy
 from schema.input_text import guard_mutations
 from schema.limits import MAX_TOKENS, DocumentLimits
@@ -54,6 +55,7 @@ schema = SpacedockSchema(
         partial(MaxTokensLimiter, max_token_count=MAX_TOKENS),
         DocumentLimits,
         SubscriptionsOverWebSocket,
+        OperationLoaders,
         ErrorPolicy,
     ],
 )

@@ -62,6 +62,19 @@ class Role(enum.Enum):
         "EDITOR", description="Reads, and creates or changes spaces, namespaces and environments."
     )
     VIEWER = strawberry.enum_value("VIEWER", description="Reads only.")
+    CUSTOM = strawberry.enum_value(
+        "CUSTOM", description="A role defined by the org; Viewer.customRole says which."
+    )
+
+
+@strawberry.enum(description="How a caller authenticated.")
+class CredentialKind(enum.Enum):
+    API_TOKEN = strawberry.enum_value(
+        "API_TOKEN", description="An API token (spacedock token create, createApiToken)."
+    )
+    OIDC = strawberry.enum_value(
+        "OIDC", description="A bearer JWT from the configured OIDC issuer (SSO)."
+    )
 
 
 @strawberry.enum(description="What kind of expected failure a userErrors entry reports.")

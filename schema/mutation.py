@@ -9,7 +9,17 @@ import strawberry
 from core.accounts import ClusterRef
 from core.cloudspaces import CreateRequest
 from core.spaces import RegisterSpaceRequest
-from resolvers import cloudspaces, mutations, namespaces
+from resolvers import access, cloudspaces, mutations, namespaces
+from schema.access import (
+    ApiTokenPayload,
+    CreateApiTokenInput,
+    CreateApiTokenPayload,
+    CreateRoleInput,
+    DeleteRoleInput,
+    RevokeApiTokenInput,
+    RolePayload,
+    UpdateRoleInput,
+)
 from schema.cloudspace_inputs import (
     CreateCloudSpaceInput,
     DeleteCloudSpaceInput,
@@ -35,14 +45,17 @@ from schema.payloads import (
     NamespacePayload,
     SpacePayload,
     payload,
+    user_errors,
 )
 from schema.types import (
+    ApiToken,
     CloudAccount,
     CloudSpace,
     ClusterAccess,
     Environment,
     GraphInfo,
     Namespace,
+    RoleDefinition,
     Space,
 )
 
@@ -205,3 +218,62 @@ class Mutation:
     ) -> CloudSpacePayload:
         outcome = await cloudspaces.delete(info.context, input.id, input.confirm_name)
         return payload(CloudSpacePayload, "cloud_space", outcome, CloudSpace.from_row)
+
+    # -- Access: custom roles and API tokens (issue 11) --------------------------
+
+    @strawberry.mutation(
+        description="Creates a custom role: a named set of policies. Needs role:manage."
+    )
+    async def create_role(
+        self, info: GraphInfo, input: Annotated[CreateRoleInput, INPUT]
+    ) -> RolePayload:
+        outcome = await access.create_role(info.context, input.name, input.policies)
+        return payload(RolePayload, "role", outcome, RoleDefinition.from_domain)
+
+    @strawberry.mutation(
+        description="Replaces a custom role's policies; tokens holding it get them at once. "
+        "Needs role:manage."
+    )
+    async def update_role(
+        self, info: GraphInfo, input: Annotated[UpdateRoleInput, INPUT]
+    ) -> RolePayload:
+        outcome = await access.update_role(info.context, input.id, input.policies)
+        return payload(RolePayload, "role", outcome, RoleDefinition.from_domain)
+
+    @strawberry.mutation(
+        description="Deletes a custom role; PRECONDITION_FAILED while a token that is not "
+        "revoked holds it. Needs role:manage."
+    )
+    async def delete_role(
+        self, info: GraphInfo, input: Annotated[DeleteRoleInput, INPUT]
+    ) -> DeletePayload:
+        outcome = await access.delete_role(info.context, input.id)
+        return payload(DeletePayload, "deleted_id", outcome, strawberry.ID)
+
+    @strawberry.mutation(
+        description="Creates an API token of the caller's org; its secret is in this payload "
+        "only. Needs token:manage."
+    )
+    async def create_api_token(
+        self, info: GraphInfo, input: Annotated[CreateApiTokenInput, INPUT]
+    ) -> CreateApiTokenPayload:
+        minted, problems = await access.create_token(
+            info.context, input.name, input.role, input.expires_in_days
+        )
+        if minted is None:
+            return CreateApiTokenPayload(
+                api_token=None, token=None, user_errors=user_errors(problems)
+            )
+        return CreateApiTokenPayload(
+            api_token=ApiToken.from_row(minted.row), token=minted.secret, user_errors=[]
+        )
+
+    @strawberry.mutation(
+        description="Revokes an API token: it is refused at once, and its open WebSockets "
+        "close within seconds. Revoking twice is harmless. Needs token:manage."
+    )
+    async def revoke_api_token(
+        self, info: GraphInfo, input: Annotated[RevokeApiTokenInput, INPUT]
+    ) -> ApiTokenPayload:
+        outcome = await access.revoke_token(info.context, input.id)
+        return payload(ApiTokenPayload, "api_token", outcome, ApiToken.from_row)

@@ -6,12 +6,14 @@ from typing import Annotated
 
 import strawberry
 
+from core.roles import RoleView
 from db.spaces import SpaceWhere
-from resolvers import cloudspaces, reads
+from resolvers import access, cloudspaces, reads
 from schema.arguments import After, First, ObjectId
-from schema.enums import Role
+from schema.enums import CredentialKind, Role
 from schema.inputs import SpaceFilter, SpaceOrder
 from schema.types import (
+    ApiToken,
     CloudAccount,
     CloudSpace,
     Connection,
@@ -19,6 +21,7 @@ from schema.types import (
     GraphInfo,
     Node,
     Org,
+    RoleDefinition,
     Space,
     SpaceCounts,
     Viewer,
@@ -66,11 +69,43 @@ class Query:
     @strawberry.field(description="Who is calling: org, role and policies.")
     def viewer(self, info: GraphInfo) -> Viewer:
         caller = info.context.caller
+        custom = caller.custom_role
         return Viewer(
             org=Org(id=strawberry.ID(caller.org_id), name=caller.org_name),
             role=Role(caller.role.value),
+            custom_role=None
+            if custom is None
+            else RoleDefinition.from_domain(
+                RoleView(custom.id, custom.name, False, custom.policies)
+            ),
+            subject=caller.subject,
+            credential_kind=CredentialKind(caller.credential_kind.value),
             permissions=list(caller.permissions),
         )
+
+    @strawberry.field(
+        description="The system roles, then the org's custom roles, oldest first. "
+        "Needs role:manage."
+    )
+    async def roles(self, info: GraphInfo) -> list[RoleDefinition]:
+        return [RoleDefinition.from_domain(r) for r in await access.list_roles(info.context)]
+
+    @strawberry.field(
+        description="The org's API tokens, oldest first; revoked ones only with "
+        "includeRevoked. Needs token:manage."
+    )
+    async def api_tokens(
+        self,
+        info: GraphInfo,
+        first: First = None,
+        after: After = None,
+        include_revoked: Annotated[
+            bool | None,
+            strawberry.argument(description="true: revoked tokens too (default false)."),
+        ] = None,
+    ) -> Connection[ApiToken]:
+        page = await access.tokens_page(info.context, first, after, bool(include_revoked))
+        return Connection.of(page, ApiToken)
 
     @strawberry.field(description="The org's cloud accounts, oldest first.")
     async def cloud_accounts(

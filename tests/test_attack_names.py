@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core import accounts, ids, names
-from core.tokens import BEARER
+from core.auth import BEARER
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.attack import converse

@@ -214,11 +214,58 @@ def cloud_space_inputs(
     )
 
 
+def access_inputs(
+    real: dict[str, str],
+) -> Iterator[tuple[str, str, st.SearchStrategy[dict[str, Any]]]]:
+    """Custom roles and API tokens."""
+
+    def mutation(name: str, input_type: str) -> str:
+        return (
+            f"mutation($input: {input_type}!) {{ {name}(input: $input) "
+            "{ __typename userErrors { field message code } } }"
+        )
+
+    object_id = ids(real)
+    policies = st.lists(
+        st.one_of(SHORT, st.sampled_from(["space:view", "token:manage"])), max_size=5
+    )
+    role = st.one_of(SHORT, st.sampled_from(["ADMIN", "EDITOR", "VIEWER"]), object_id)
+    yield (
+        "createRole",
+        mutation("createRole", "CreateRoleInput"),
+        st.fixed_dictionaries({"name": TEXT, "policies": policies}),
+    )
+    yield (
+        "updateRole",
+        mutation("updateRole", "UpdateRoleInput"),
+        st.fixed_dictionaries({"id": object_id, "policies": policies}),
+    )
+    yield (
+        "deleteRole",
+        mutation("deleteRole", "DeleteRoleInput"),
+        st.fixed_dictionaries({"id": object_id}),
+    )
+    yield (
+        "createApiToken",
+        mutation("createApiToken", "CreateApiTokenInput"),
+        st.fixed_dictionaries(
+            {"name": TEXT, "role": role},
+            optional={"expiresInDays": st.integers(min_value=-(2**31), max_value=2**31 - 1)},
+        ),
+    )
+    yield (
+        "revokeApiToken",
+        mutation("revokeApiToken", "RevokeApiTokenInput"),
+        st.fixed_dictionaries({"id": object_id}),
+    )
+
+
 def every_input(
     real: dict[str, str],
 ) -> Iterator[tuple[str, str, st.SearchStrategy[dict[str, Any]]]]:
     yield from inputs(real)
     yield from cloud_space_inputs(real)
+    yield from access_inputs(real)
 
 
 MUTATIONS = [name for name, _, _ in every_input({"x": "y"})]

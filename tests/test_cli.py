@@ -53,11 +53,56 @@ async def test_token_create_prints_a_working_token_last_and_stores_only_its_hash
         assert token not in hashes and all(token not in h for h in hashes)
 
 
-def test_a_role_outside_the_three_is_refused_with_usage() -> None:
-    refused = spacedock("token", "create", "--org", "x", "--role", "owner", env={})
+def test_an_unknown_role_is_refused_and_creates_nothing(server: Server) -> None:
+    env = {"SPACEDOCK_DATABASE_URL": server.backend.url, "SPACEDOCK_SECRET_KEY": server.secret_key}
+    refused = spacedock("token", "create", "--org", "x-org", "--role", "owner", env=env)
     assert refused.returncode == 2
-    assert "invalid choice: 'owner'" in refused.stderr
+    assert "The org x-org has no role owner." in refused.stderr
     assert "Traceback" not in refused.stderr
+    listed = spacedock("token", "list", "--org", "x-org", env=env)
+    assert listed.returncode == 2, "the refused call left no org behind"
+    assert "there is no org 'x-org'" in listed.stderr
+
+
+async def test_token_list_and_revoke_end_a_token_at_once(server: Server) -> None:
+    env = {"SPACEDOCK_DATABASE_URL": server.backend.url, "SPACEDOCK_SECRET_KEY": server.secret_key}
+    made = spacedock(
+        "token",
+        "create",
+        "--org",
+        "ci-org",
+        "--role",
+        "viewer",
+        "--name",
+        "ci deploy",
+        "--expires-in-days",
+        "30",
+        env=env,
+    )
+    assert made.returncode == 0, made.stderr
+    assert "expiring in 30 days" in made.stdout
+    token = made.stdout.strip().splitlines()[-1]
+    caller = GraphQL(server.url, server.ws_url, token)
+    assert (await caller.data("{ viewer { subject } }"))["viewer"]["subject"] == "ci deploy"
+
+    listed = spacedock("token", "list", "--org", "ci-org", env=env)
+    assert listed.returncode == 0, listed.stderr
+    header, row = listed.stdout.strip().splitlines()
+    assert header.split()[:3] == ["ID", "NAME", "ROLE"]
+    token_id = row.split()[0]
+    assert "ci deploy" in row and "VIEWER" in row
+    assert token not in listed.stdout, "the secret is shown once, at creation"
+
+    revoked = spacedock("token", "revoke", "--org", "ci-org", token_id, env=env)
+    assert revoked.returncode == 0, revoked.stderr
+    status, body = await caller.post("{ viewer { subject } }")
+    assert status == 401
+    assert "revoked" in body["errors"][0]["message"]
+    relisted = spacedock("token", "list", "--org", "ci-org", env=env)
+    assert relisted.stdout.strip().splitlines()[1].split()[-1] != "-", "REVOKED is set"
+    unknown = spacedock("token", "revoke", "--org", "ci-org", "tok_nope", env=env)
+    assert unknown.returncode == 2
+    assert "has no token tok_nope" in unknown.stderr
 
 
 def test_without_a_secret_key_a_development_key_is_kept_beside_the_database(

@@ -342,26 +342,25 @@ async def test_slow_cluster_calls_hold_no_database_connection(
     org: Org, cluster: KubeStandIn
 ) -> None:
     # More creates than the server's connection pool holds (15 on SQLite, 30 on Postgres),
-    # against a cluster slower than the test's patience: if each kept its transaction open
-    # across the cluster call, only a pool's worth would reach the cluster at once, and any
-    # other request would queue behind them.
+    # against a slow cluster: if each kept its transaction open across the cluster call,
+    # only a pool's worth would reach the cluster before the first answers came back, and
+    # any other request would queue behind them. Asserted by order, not by time.
     in_flight = 40
     space = await register(org, cluster)
-    cluster.delay_s = 3.0
+    cluster.delay_s = 5.0
     posted = cluster.requests["POST /api/v1/namespaces"]
     names = [make.unique("slow") for _ in range(in_flight)]
-    fired = time.monotonic()
     creates = [asyncio.create_task(create(org.editor, space["id"], name)) for name in names]
+    deadline = time.monotonic() + 60  # a bound on the wait, not a speed requirement
     while cluster.requests["POST /api/v1/namespaces"] - posted < in_flight:
-        assert time.monotonic() - fired < 2.5, "creates queued instead of all reaching the cluster"
+        assert not any(c.done() for c in creates), "creates queued behind the cluster calls"
+        assert time.monotonic() < deadline, "the creates never reached the cluster"
         await asyncio.sleep(0.02)
 
-    started = time.monotonic()
     data = await org.viewer.data("{ spaces { totalCount } }")
-    answered_in = time.monotonic() - started
 
     assert data["spaces"]["totalCount"] == 1
-    assert answered_in < 1.0, f"a database read waited {answered_in:.2f}s behind cluster calls"
+    assert not any(c.done() for c in creates), "a database read waited behind cluster calls"
     payloads = await asyncio.gather(*creates)
     assert all(p["userErrors"] == [] for p in payloads)
     assert set(names) <= set(cluster.namespaces)

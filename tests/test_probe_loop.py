@@ -1,6 +1,8 @@
 """The probe loop in-process, where the server process cannot show it: two loops (two
 replicas) sharing one database, a probe that fails for a reason other than its
-cluster, a database outage, and the deny list applied to resolved addresses.
+cluster, a database outage, what stop() keeps and drops, and the deny list applied
+to resolved addresses. Tests wait on conditions and assert order and counts, never
+how long something took.
 
 Each test gets a fresh database (SQLite, and Postgres when
 SPACEDOCK_TEST_DATABASE_URL is set) and real stand-in clusters.
@@ -10,9 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import itertools
-from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import asyncpg  # type: ignore[import-untyped]
@@ -24,10 +25,11 @@ from core.probe_loop import ProbeLoop, ProbeSettings
 from core.rbac import Role, Viewer
 from core.secrets import SecretBox
 from core.services import Services
-from core.spaces import RegisterSpaceRequest, register
+from core.spaces import RegisterSpaceRequest, deregister, register
 from core.tokens import create_token
-from db import spaces as space_repo
+from db import owned
 from db.engine import Database
+from db.tables import Space
 from providers.credentials import ClusterCredentials
 from providers.probe import ProbeOutcome, VersionProber
 from tests.conftest import POSTGRES_URL
@@ -60,7 +62,7 @@ async def replicas(empty_backend: Backend) -> AsyncIterator[list[Services]]:
 async def register_spaces(services: Services, cluster: KubeStandIn, count: int) -> dict[str, str]:
     """`count` GENERIC spaces on the stand-in: {space id: server URL}."""
     async with services.unit() as unit:
-        org, _ = await create_token(unit, unique("org"), Role.ADMIN)
+        org, _ = await create_token(unit, unique("org"), "ADMIN")
     viewer = Viewer(org.id, org.name, Role.ADMIN)
     made: dict[str, str] = {}
     async with services.unit() as unit:
@@ -80,53 +82,76 @@ async def register_spaces(services: Services, cluster: KubeStandIn, count: int) 
     return made
 
 
+async def until(condition: Callable[[], bool], what: str, within_s: float = 30) -> None:
+    """Polls `condition` (bounded): a condition that never holds fails the test by name."""
+    deadline = asyncio.get_running_loop().time() + within_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, f"never happened: {what}"
+        await asyncio.sleep(0.02)
+
+
+async def rows_of(services: Services, ids: list[str]) -> dict[str, Space]:
+    async with services.read() as session:
+        return {row.id: row for row in await owned.by_ids(session, Space, None, ids)}
+
+
 @dataclass
 class Recorder:
-    """Wraps the real prober and notes which loop probed which server when."""
+    """Wraps the real prober and notes, in order, each probe's start and end per server."""
 
     inner: VersionProber
     name: str
-    probes: list[tuple[str, str, float]] = field(default_factory=list)
+    log: list[tuple[str, str, str]] = field(default_factory=list)  # (what, server, replica)
 
     async def probe(self, credentials: ClusterCredentials) -> ProbeOutcome:
-        self.probes.append((credentials.server, self.name, asyncio.get_running_loop().time()))
-        return await self.inner.probe(credentials)
+        self.log.append(("start", credentials.server, self.name))
+        try:
+            return await self.inner.probe(credentials)
+        finally:
+            self.log.append(("end", credentials.server, self.name))
 
     async def close(self) -> None:
         await self.inner.close()
 
 
-async def test_two_loops_share_the_fleet_and_never_probe_a_space_twice_an_interval(
+async def test_two_loops_share_the_fleet_and_never_probe_a_space_twice_at_once(
     replicas: list[Services],
 ) -> None:
-    settings = ProbeSettings(interval_s=0.5, timeout_s=0.3, failure_threshold=3, concurrency=2)
-    probes: list[tuple[str, str, float]] = []
+    settings = ProbeSettings(interval_s=0.5, timeout_s=0.25, failure_threshold=3, concurrency=2)
+    log: list[tuple[str, str, str]] = []
     with KubeStandIn() as cluster:
         # Slow enough answers that neither loop can do the whole fleet alone.
         cluster.delay_s = 0.05
         servers = await register_spaces(replicas[0], cluster, 20)
         loops = [
-            ProbeLoop(services, Recorder(VersionProber(0.3), f"replica-{i}", probes), settings)
+            ProbeLoop(services, Recorder(VersionProber(0.25), f"replica-{i}", log), settings)
             for i, services in enumerate(replicas)
         ]
+        started = asyncio.get_running_loop().time()
         for loop in loops:
             loop.start()
-        await asyncio.sleep(2.5)
+
+        def starts() -> Counter[str]:
+            return Counter(server for what, server, _ in log if what == "start")
+
+        await until(
+            lambda: set(starts()) == set(servers.values()) and min(starts().values()) >= 3,
+            "every space probed three times",
+        )
         for loop in loops:
             await loop.stop()
+        elapsed = asyncio.get_running_loop().time() - started
 
-    times: dict[str, list[float]] = defaultdict(list)
-    for server, _, at in probes:
-        times[server].append(at)
-    assert set(times) == set(servers.values())
-    # Two loops claiming one space would probe it twice within one answer time (~50 ms);
-    # half an interval leaves room for a busy machine delaying a probe after its claim.
-    least_gap = settings.interval_s / 2
-    for server, started in times.items():
-        assert len(started) >= 2, (server, started)
-        gaps = [later - earlier for earlier, later in itertools.pairwise(started)]
-        assert min(gaps) >= least_gap, (server, gaps)
-    assert {name for _, name, _ in probes} == {"replica-0", "replica-1"}
+    # A space claimed by both loops would be probed by both at once.
+    running: Counter[str] = Counter()
+    for what, server, _ in log:
+        running[server] += 1 if what == "start" else -1
+        assert running[server] <= 1, f"{server} probed twice at once"
+    # And claimed more than once per interval, it would be probed more often than this
+    # (a busy machine only makes fewer probes, never more).
+    most = elapsed / (settings.interval_s * (1 - settings.jitter)) + 1
+    assert max(starts().values()) <= most, (starts(), elapsed)
+    assert {replica for _, _, replica in log} == {"replica-0", "replica-1"}
     assert all(loop.stats.errors == 0 for loop in loops)
 
 
@@ -134,29 +159,29 @@ async def test_a_probe_that_fails_on_our_side_leaves_the_others_going(
     replicas: list[Services],
 ) -> None:
     services = replicas[0]
-    settings = ProbeSettings(interval_s=0.2, timeout_s=0.3, failure_threshold=3, concurrency=8)
+    settings = ProbeSettings(interval_s=0.2, timeout_s=0.1, failure_threshold=3, concurrency=8)
     with KubeStandIn() as cluster:
         healthy, broken = await register_spaces(services, cluster, 2)
         async with services.unit() as unit:
             # Sealed with another key: its credential cannot be opened (a rotated secret key).
-            foreign = SecretBox(SecretBox.generate_key()).seal({"caCert": "x"})
-            await space_repo.update(unit.session, broken, secret_ciphertext=foreign)
+            row = await owned.by_id(unit.session, Space, None, broken)
+            assert row is not None
+            row.secret_ciphertext = SecretBox(SecretBox.generate_key()).seal({"caCert": "x"})
+            unit.session.add(row)
         loop = ProbeLoop(services, VersionProber(settings.timeout_s), settings)
         loop.start()
-        await asyncio.sleep(1.2)
+        await until(
+            lambda: loop.stats.errors >= 3 and loop.stats.probes >= 3,
+            "three failed lookups of the broken space, three probes of the healthy one",
+        )
         await loop.stop()
 
-    async with services.read() as session:
-        rows = {
-            row.id: row for row in await space_repo.spaces_by_ids(session, None, [healthy, broken])
-        }
+    rows = await rows_of(services, [healthy, broken])
     assert rows[healthy].probe_status == "ACTIVE"
     assert rows[healthy].last_probe_ok is True
     # No result at all for the broken one: it is not its cluster's fault, so no failure counts.
     assert rows[broken].last_probe_at is None
     assert rows[broken].consecutive_failures == 0
-    assert loop.stats.errors >= 3
-    assert loop.stats.probes >= 3
 
 
 async def test_the_loop_outlives_a_database_outage(
@@ -166,7 +191,7 @@ async def test_the_loop_outlives_a_database_outage(
         pytest.skip("a database outage is staged with Postgres' ALLOW_CONNECTIONS")
     assert POSTGRES_URL is not None
     services = replicas[0]
-    settings = ProbeSettings(interval_s=0.2, timeout_s=0.3, failure_threshold=3, concurrency=8)
+    settings = ProbeSettings(interval_s=0.2, timeout_s=0.1, failure_threshold=3, concurrency=8)
     admin = await asyncpg.connect(POSTGRES_URL.replace("postgresql+asyncpg", "postgresql"))
     database = empty_backend.drop
     try:
@@ -174,30 +199,69 @@ async def test_the_loop_outlives_a_database_outage(
             (space_id,) = await register_spaces(services, cluster, 1)
             loop = ProbeLoop(services, VersionProber(settings.timeout_s), settings)
             loop.start()
-            await asyncio.sleep(0.5)
+            await until(lambda: loop.stats.probes >= 1, "a first probe")
             await admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
             await admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",
                 database,
             )
-            await asyncio.sleep(1.5)
-            errors_during_outage = loop.stats.errors
+            await until(lambda: loop.stats.errors >= 2, "the loop noticing the outage")
             await admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
-            before = loop.stats.probes
-            deadline = asyncio.get_running_loop().time() + 40
-            while loop.stats.probes <= before + 2:
-                assert asyncio.get_running_loop().time() < deadline, "probing never resumed"
-                await asyncio.sleep(0.1)
-            await asyncio.sleep(0.3)
+            written = loop.stats.probes + 2
+            # Results written after the outage: a probe's result that lands in the database.
+            await until(lambda: loop.stats.probes >= written, "probing resumed", within_s=60)
             await loop.stop()
     finally:
         await admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
         await admin.close()
-    assert errors_during_outage > 0
-    async with services.read() as session:
-        (row,) = await space_repo.spaces_by_ids(session, None, [space_id])
+    row = (await rows_of(services, [space_id]))[space_id]
     assert row.last_probe_ok is True
     assert row.probe_status == "ACTIVE"
+
+
+@dataclass
+class GatedProber:
+    """Answers ok (a fixed version), but for a gated server only once its gate opens."""
+
+    gates: dict[str, asyncio.Event] = field(default_factory=dict)
+    answered: list[str] = field(default_factory=list)
+
+    async def probe(self, credentials: ClusterCredentials) -> ProbeOutcome:
+        if (gate := self.gates.get(credentials.server)) is not None:
+            await gate.wait()
+        self.answered.append(credentials.server)
+        return ProbeOutcome(True, 1.0, version="v1.31.2")
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_stop_writes_the_results_in_and_drops_those_of_deregistered_spaces(
+    replicas: list[Services],
+) -> None:
+    services = replicas[0]
+    settings = ProbeSettings(interval_s=3600, timeout_s=5, failure_threshold=3, concurrency=8)
+    with KubeStandIn() as cluster:
+        made = await register_spaces(services, cluster, 3)
+    answered, gone, abandoned = made
+    prober = GatedProber({made[gone]: asyncio.Event(), made[abandoned]: asyncio.Event()})
+    loop = ProbeLoop(services, prober, settings)
+    loop.start()
+    await until(lambda: prober.answered == [made[answered]], "the ungated probe answering")
+    async with services.unit() as unit:
+        org_id = (await rows_of(services, [gone]))[gone].org_id
+        await deregister(unit, Viewer(org_id, "org", Role.ADMIN), gone)
+    prober.gates[made[gone]].set()  # its result lands after the deregistration
+    await until(lambda: loop.stats.probes == 2, "the deregistered space's probe answering")
+    await loop.stop()  # the third probe is still waiting on its gate: abandoned
+
+    rows = await rows_of(services, list(made))
+    assert rows[answered].last_probe_ok is True
+    assert rows[answered].probe_status == "ACTIVE"
+    assert rows[gone].last_probe_at is None
+    assert rows[gone].probe_status == "UNKNOWN"
+    assert rows[abandoned].last_probe_at is None
+    assert loop.stats.in_flight == 0
 
 
 async def test_a_host_name_resolving_into_a_denied_network_is_never_contacted() -> None:

@@ -1,4 +1,4 @@
-"""The role/policy matrix: every mutation, as VIEWER, EDITOR and ADMIN.
+"""The role/policy matrix: every mutation, as VIEWER, EDITOR, ADMIN and a custom role.
 
 DESIGN.md's "Roles and policies" table is the specification, restated here
 as ROLE_POLICIES so that a drift in `core.rbac` fails a test. A mutation the
@@ -18,6 +18,7 @@ from graphql import build_schema
 
 from tests.conftest import Org
 from tests.support import factories as make
+from tests.support.graphql import GraphQL
 from tests.support.kube_standin import KubeStandIn
 
 VIEW = {"space:view", "namespace:view", "environment:view", "cloudspace:view", "cloudaccount:view"}
@@ -37,9 +38,38 @@ ADMINISTER = EDIT | {
     "cloudaccount:update",
     "cloudaccount:delete",
     "cloudspace:delete",
+    "role:manage",
+    "token:manage",
+    "audit:view",
 }
-ROLE_POLICIES = {"viewer": VIEW, "editor": EDIT, "admin": ADMINISTER}
+# An org's own role: custom roles need explicit grants, and get exactly those.
+CUSTOM = {"space:view", "cloudaccount:view", "space:create", "environment:create", "token:manage"}
+ROLE_POLICIES = {"viewer": VIEW, "editor": EDIT, "admin": ADMINISTER, "custom": CUSTOM}
 ROLES = tuple(ROLE_POLICIES)
+
+CREATE_CUSTOM_ROLE = f"""
+mutation($input: CreateRoleInput!) {{
+  createRole(input: $input) {{ role {{ id }} {make.USER_ERRORS} }}
+}}"""
+CREATE_API_TOKEN = f"""
+mutation($input: CreateApiTokenInput!) {{
+  createApiToken(input: $input) {{ token apiToken {{ id revokedAt }} {make.USER_ERRORS} }}
+}}"""
+
+
+async def caller_as(org: Org, role: str) -> GraphQL:
+    """The org's caller with that role; "custom" is a token of a new custom role."""
+    if role != "custom":
+        return org.as_role(role)
+    variables = {"name": make.unique("custom"), "policies": sorted(CUSTOM)}
+    made = make.succeeded(await org.admin.mutate(CREATE_CUSTOM_ROLE, {"input": variables}))
+    token = make.succeeded(
+        await org.admin.mutate(
+            CREATE_API_TOKEN, {"input": {"name": "custom", "role": made["role"]["id"]}}
+        )
+    )["token"]
+    return GraphQL(org.admin.url, org.admin.ws_url, token)
+
 
 SDL = (Path(__file__).resolve().parents[1] / "schema.graphql").read_text()
 HAS_CREATE_NAMESPACE = "createNamespace(" in SDL
@@ -59,6 +89,8 @@ ORG_STATE = """
     nodes { id name held deregisteredAt cloudAccount { id } environments { id } }
   }
   environments(first: 100) { nodes { id name namespace space { id } } }
+  roles { id policies }
+  apiTokens(first: 100, includeRevoked: true) { nodes { id revokedAt } }
 }
 """
 
@@ -113,6 +145,20 @@ DOCUMENTS = {
     "createEnvironment": (make.CREATE_ENVIRONMENT, "environment"),
     "bindEnvironment": (make.BIND_ENVIRONMENT, "environment"),
     "createNamespace": (CREATE_NAMESPACE, "namespace"),
+    "createRole": (CREATE_CUSTOM_ROLE, "role"),
+    "updateRole": (
+        f"mutation($input: UpdateRoleInput!) {{ updateRole(input: $input) {{ role {{ id }} {make.USER_ERRORS} }} }}",
+        "role",
+    ),
+    "deleteRole": (
+        f"mutation($input: DeleteRoleInput!) {{ deleteRole(input: $input) {{ deletedId {make.USER_ERRORS} }} }}",
+        "deletedId",
+    ),
+    "createApiToken": (CREATE_API_TOKEN, "apiToken"),
+    "revokeApiToken": (
+        f"mutation($input: RevokeApiTokenInput!) {{ revokeApiToken(input: $input) {{ apiToken {{ id }} {make.USER_ERRORS} }} }}",
+        "apiToken",
+    ),
 }
 
 
@@ -170,6 +216,32 @@ async def _new_namespace(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
     return {"spaceId": space["id"], "name": make.unique("team")}
 
 
+async def _new_role(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
+    return {"name": make.unique("role"), "policies": ["space:view"]}
+
+
+async def _role(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
+    made = make.succeeded(
+        await org.admin.mutate(CREATE_CUSTOM_ROLE, {"input": await _new_role(org, cluster)})
+    )
+    return {"id": made["role"]["id"]}
+
+
+async def _role_update(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
+    return {**await _role(org, cluster), "policies": ["space:view", "environment:view"]}
+
+
+async def _new_token(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
+    return {"name": make.unique("token"), "role": "VIEWER"}
+
+
+async def _token(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
+    made = make.succeeded(
+        await org.admin.mutate(CREATE_API_TOKEN, {"input": await _new_token(org, cluster)})
+    )
+    return {"id": made["apiToken"]["id"]}
+
+
 CASES = [
     Case("createCloudAccount", "cloudaccount:create", _new_account),
     Case("deleteCloudAccount", "cloudaccount:delete", _account),
@@ -180,6 +252,11 @@ CASES = [
     Case("deregisterSpace", "space:delete", _space),
     Case("createEnvironment", "environment:create", _new_environment),
     Case("bindEnvironment", "environment:update", _environment_to_rebind),
+    Case("createRole", "role:manage", _new_role),
+    Case("updateRole", "role:manage", _role_update),
+    Case("deleteRole", "role:manage", _role),
+    Case("createApiToken", "token:manage", _new_token),
+    Case("revokeApiToken", "token:manage", _token),
     *(
         [Case("createNamespace", "namespace:create", _new_namespace)]
         if HAS_CREATE_NAMESPACE
@@ -204,10 +281,11 @@ def test_every_mutation_of_the_schema_is_in_the_matrix() -> None:
 async def test_mutation_needs_its_policy(
     org: Org, cluster: KubeStandIn, case: Case, role: str
 ) -> None:
+    caller = await caller_as(org, role)
     variables = {"input": await case.prepare(org, cluster)}
     before = await org_state(org, cluster)
 
-    payload = await org.as_role(role).mutate(case.document, variables)
+    payload = await caller.mutate(case.document, variables)
 
     after = await org_state(org, cluster)
     if case.policy in ROLE_POLICIES[role]:
@@ -224,7 +302,8 @@ async def test_mutation_needs_its_policy(
 
 @pytest.mark.parametrize("role", ROLES)
 async def test_viewer_permissions_are_exactly_the_roles_policies(org: Org, role: str) -> None:
-    viewer = (await org.as_role(role).data("{ viewer { role permissions } }"))["viewer"]
+    caller = await caller_as(org, role)
+    viewer = (await caller.data("{ viewer { role permissions } }"))["viewer"]
     assert viewer["role"] == role.upper()
     assert len(viewer["permissions"]) == len(set(viewer["permissions"])), "no policy listed twice"
     assert set(viewer["permissions"]) == ROLE_POLICIES[role]

@@ -397,3 +397,41 @@ async def test_a_subscription_sent_over_http_is_refused_with_a_clear_error(
     assert error["extensions"]["code"] == "BAD_USER_INPUT"
     assert "WebSocket" in error["message"]
     assert "Traceback" not in server.log()
+
+
+SPACE_HELD = "query($id: ID!) { space(id: $id) { id held status } }"
+
+
+async def held_over(session: Any, space_id: str) -> bool:
+    result = await session.execute(GraphQLRequest(SPACE_HELD, variable_values={"id": space_id}))
+    held: bool = result["space"]["held"]
+    return held
+
+
+async def test_a_query_over_a_socket_reads_what_changed_since_the_last_one(
+    server: Server, org: Org
+) -> None:
+    space = await register_generic_space(org.editor)
+    async with org.viewer.websocket() as session:
+        assert await held_over(session, space["id"]) is False
+        await set_space_status(org.editor, space["id"], "INACTIVE")  # over HTTP
+        assert await held_over(session, space["id"]) is True  # same socket, fresh rows
+        await set_space_status(org.editor, space["id"], "ACTIVE")
+        assert await held_over(session, space["id"]) is False
+
+
+async def test_two_subscriptions_and_queries_on_one_connection_each_read_fresh_rows(
+    server: Server, org: Org
+) -> None:
+    space = await register_generic_space(org.editor)
+    async with listening(server, org.viewer.websocket(), space["id"], None) as (narrow, wide):
+        session = narrow.session
+        assert await held_over(session, space["id"]) is False
+        await set_space_status(org.editor, space["id"], "INACTIVE")
+        held = [await narrow.next(), await wide.next_for(space["id"])]
+        assert await held_over(session, space["id"]) is True
+        await set_space_status(org.editor, space["id"], "ACTIVE")
+        lifted = [await narrow.next(), await wide.next_for(space["id"])]
+        assert await held_over(session, space["id"]) is False
+    assert [(e["status"], e["space"]["held"]) for e in held] == [("INACTIVE", True)] * 2
+    assert [e["space"]["held"] for e in lifted] == [False, False]

@@ -286,6 +286,25 @@ async def create_environment(
     return environment
 
 
+async def register_on_standin(client: GraphQL, standin: Any, **config: str) -> dict[str, Any]:
+    """A GENERIC space on a KubeStandIn (a distinct server path each time, so one stand-in
+    plays many clusters), by its token unless config gives a client certificate."""
+    given = {
+        "clusterName": unique("standin"),
+        "server": f"{standin.url}/{unique('c')}",
+        "caCert": standin.ca_pem,
+        **config,
+    }
+    if "clientCertificate" not in given:
+        given.setdefault("serviceAccountToken", standin.token)
+    payload = await client.mutate(
+        REGISTER_SPACE,
+        {"input": {"name": unique("space"), "provider": "GENERIC", "config": given}},
+    )
+    space: dict[str, Any] = succeeded(payload)["space"]
+    return space
+
+
 def error_fields(payload: dict[str, Any]) -> set[tuple[tuple[str, ...] | None, str]]:
     """The (field path, code) pairs of a payload's userErrors, for order-free comparison."""
     return {

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import aiohttp
 from gql import Client
 from gql.graphql_request import GraphQLRequest
 from gql.transport.aiohttp import AIOHTTPTransport
@@ -48,6 +50,19 @@ class GraphQL:
         (payload,) = data.values()
         result: dict[str, Any] = payload
         return result
+
+    async def post(
+        self, query: str, variables: dict[str, Any] | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """The HTTP status and JSON body, as is (a 401 included)."""
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                self.url, json={"query": query, "variables": variables}, headers=self.headers
+            ) as response,
+        ):
+            body: dict[str, Any] = json.loads(await response.text())
+            return response.status, body
 
     def websocket(self, init_payload: dict[str, Any] | None = None) -> Client:
         payload = init_payload if init_payload is not None else self.headers

@@ -6,6 +6,10 @@ It runs on its own event loop in a background thread, so sync and async tests
 alike can flip its fault switches: `status_code` (answer everything with a
 5xx or 401/403), `delay_s` (slow answers), `refuse()` (stop listening:
 connection refused), `present_wrong_ca()` (a certificate from another CA).
+Hostile switches (issue 7) make it a cluster that attacks its client:
+`redirect_to` (every call answers a 3xx to that URL) and `answers` (a call
+answers exactly the given status, content type and body, which may be huge,
+streamed, malformed or full of control characters).
 Paths may carry a prefix (`https://host:port/c17/version`), so one stand-in
 can play many clusters with distinct server URLs.
 
@@ -26,7 +30,8 @@ import ssl
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +88,35 @@ def _matches(labels: dict[str, str], selector: str) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class HostileAnswer:
+    """What a hostile cluster sends instead of the real answer to one call."""
+
+    body: bytes = b""
+    status: int = 200
+    content_type: str | None = "application/json"  # None: application/octet-stream
+    # Sent after `body` in chunks without a Content-Length: a body larger than memory
+    # would hold, produced as it is sent.
+    stream: Iterator[bytes] | None = None
+    pause_s: float = 0.0  # between streamed chunks: a slow or dripping sender
+
+
+def huge_namespace_list(total_bytes: int) -> Iterator[bytes]:
+    """The rest of a NamespaceList body of about total_bytes (after a prefix that opens
+    its items), as chunks of well-formed namespaces: every byte of it is plausible."""
+    item = (
+        b'{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"ns-%08d",'
+        b'"creationTimestamp":"2026-01-01T00:00:00Z"},"status":{"phase":"Active"}}'
+    )
+    sent, index = 0, 0
+    while sent < total_bytes:
+        chunk = b",".join(item % (index + i) for i in range(1000)) + b","
+        index += 1000
+        sent += len(chunk)
+        yield chunk
+    yield item % index + b"]}"
+
+
 class KubeStandIn:
     def __init__(self, token: str = "standin-token", git_version: str = "v1.31.2") -> None:
         self.ca = CertificateAuthority("standin-cluster-ca")
@@ -109,6 +143,9 @@ class KubeStandIn:
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
         self._serving_wrong_ca = False
+        self.redirect_to: str | None = None
+        self.redirect_status = 302
+        self.answers: dict[str, HostileAnswer] = {}  # "GET /api/v1/namespaces": what to send
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> KubeStandIn:
@@ -146,6 +183,9 @@ class KubeStandIn:
         """Back to a healthy server."""
         self.status_code = None
         self.delay_s = 0.0
+        self.redirect_to = None
+        self.redirect_status = 302
+        self.answers = {}
         if self._serving_wrong_ca:
             self.present_wrong_ca(False)
         elif self._site is None:
@@ -228,6 +268,14 @@ class KubeStandIn:
         self.requests[f"{request.method} {api.split('?')[0]}"] += 1
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
+        if self.redirect_to is not None:
+            return web.Response(
+                status=self.redirect_status,
+                headers={"Location": self.redirect_to},
+                text="moved",
+            )
+        if (hostile := self.answers.get(f"{request.method} {api.split('?')[0]}")) is not None:
+            return await self._hostile(request, hostile)
         if self.status_code is not None:
             return status(
                 self.status_code,
@@ -252,6 +300,27 @@ class KubeStandIn:
                 {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": []}
             )
         return await self._generic(request, api)
+
+    async def _hostile(self, request: web.Request, answer: HostileAnswer) -> web.StreamResponse:
+        if answer.stream is None:
+            response = web.Response(body=answer.body, status=answer.status)
+            if answer.content_type is not None:  # else aiohttp says application/octet-stream
+                response.headers["Content-Type"] = answer.content_type
+            return response
+        streamed = web.StreamResponse(status=answer.status)
+        if answer.content_type is not None:
+            streamed.content_type = answer.content_type
+        streamed.enable_chunked_encoding()
+        await streamed.prepare(request)
+        try:
+            await streamed.write(answer.body)
+            for chunk in answer.stream:
+                await streamed.write(chunk)
+                if answer.pause_s:
+                    await asyncio.sleep(answer.pause_s)
+        except (ConnectionResetError, ConnectionError):
+            pass  # the client stopped reading: what a bounded client does
+        return streamed
 
     def _version(self) -> dict[str, str]:
         return {

@@ -144,7 +144,6 @@ async def mint_token(
     a new org gets its default CloudSpace on `default_host_space` when one is given."""
     from core.events import InProcessBus
     from core.health import HealthRule
-    from core.rbac import Role
     from core.services import Services
     from core.tokens import create_token
     from core.vclusters import CloudSpaceSettings
@@ -160,7 +159,7 @@ async def mint_token(
     )
     try:
         async with services.unit() as unit:
-            _, token = await create_token(unit, org, Role(role.upper()), services)
+            _, token = await create_token(unit, org, role.upper(), services)
     finally:
         await database.dispose()
     return token

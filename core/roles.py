@@ -1,0 +1,136 @@
+"""Custom roles: an org's named sets of policies, beside the three fixed system roles.
+
+System roles are listed with their names as ids and can never be changed; custom
+ones hold only policies that exist, and cannot be deleted while a token uses them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from core.errors import Problems, UserErrors
+from core.ids import kind_of, new_id
+from core.rbac import ALL_POLICIES, SYSTEM_POLICIES, SYSTEM_ROLES, CustomRole, Role, Viewer
+from core.services import Unit
+from db import orgs as repo
+from db import owned
+from db.tables import RoleDefinition
+
+MANAGE = "role:manage"
+MAX_NAME = 64
+
+
+@dataclass(frozen=True)
+class RoleView:
+    """A role as the API lists it: system or custom."""
+
+    id: str
+    name: str
+    system: bool
+    policies: tuple[str, ...]
+
+
+def system_view(role: Role) -> RoleView:
+    return RoleView(role.value, role.value, True, SYSTEM_POLICIES[role])
+
+
+def custom_of(row: RoleDefinition) -> CustomRole:
+    return CustomRole(row.id, row.name, tuple(json.loads(row.policies_json)))
+
+
+def view_of(row: RoleDefinition) -> RoleView:
+    custom = custom_of(row)
+    return RoleView(custom.id, custom.name, False, custom.policies)
+
+
+async def roles(unit: Unit, viewer: Viewer) -> list[RoleView]:
+    """The system roles, then the org's custom roles, oldest first."""
+    custom = await repo.roles_of(unit.session, viewer.org_id)
+    return [system_view(role) for role in SYSTEM_ROLES] + [view_of(row) for row in custom]
+
+
+async def resolve(
+    unit: Unit, org_id: str, name_or_id: str
+) -> tuple[Role, CustomRole | None] | None:
+    """A system role by name or a custom role of the org by id (or by name, for JWT claims)."""
+    if name_or_id in Role.__members__ and name_or_id != Role.CUSTOM.value:
+        return Role(name_or_id), None
+    if kind_of(name_or_id) == "RoleDefinition":
+        row = await owned.by_id(unit.session, RoleDefinition, org_id, name_or_id)
+    else:
+        row = await owned.by_name(unit.session, RoleDefinition, org_id, name_or_id)
+    return None if row is None else (Role.CUSTOM, custom_of(row))
+
+
+def _checked_policies(problems: Problems, policies: Sequence[str]) -> tuple[str, ...]:
+    unknown = sorted(set(policies) - set(ALL_POLICIES))
+    if unknown:
+        problems.add(
+            ("policies",),
+            f"Unknown policies: {', '.join(unknown)}. Known: {', '.join(ALL_POLICIES)}.",
+        )
+    if not policies:
+        problems.add(("policies",), "A role needs at least one policy.")
+    # Listed in the canonical order, once each, whatever order the caller used.
+    return tuple(policy for policy in ALL_POLICIES if policy in set(policies))
+
+
+async def create(unit: Unit, viewer: Viewer, name: str, policies: Sequence[str]) -> RoleView:
+    viewer.require(MANAGE)
+    problems = Problems("input")
+    name = name.strip()
+    if not name or len(name) > MAX_NAME:
+        problems.add(("name",), f"A role name is 1 to {MAX_NAME} characters.")
+    elif name.upper() in Role.__members__:
+        problems.add(("name",), f"{name} is a system role's name.", "CONFLICT")
+    elif await owned.by_name(unit.session, RoleDefinition, viewer.org_id, name) is not None:
+        problems.add(("name",), f"The org already has a role named {name}.", "CONFLICT")
+    checked = _checked_policies(problems, policies)
+    problems.raise_if_any()
+    row = RoleDefinition(
+        id=new_id("role"),
+        org_id=viewer.org_id,
+        name=name,
+        policies_json=json.dumps(list(checked)),
+        created_at=unit.now,
+    )
+    await owned.add(unit.session, row)
+    return view_of(row)
+
+
+async def _custom_row(unit: Unit, viewer: Viewer, role_id: str) -> RoleDefinition:
+    if role_id in Role.__members__:
+        raise UserErrors.one(
+            ("input", "id"), f"{role_id} is a system role and cannot be changed.", "INVALID"
+        )
+    row = await owned.by_id(unit.session, RoleDefinition, viewer.org_id, role_id)
+    if row is None:
+        raise UserErrors.one(("input", "id"), "No such role.", "NOT_FOUND")
+    return row
+
+
+async def update(unit: Unit, viewer: Viewer, role_id: str, policies: Sequence[str]) -> RoleView:
+    viewer.require(MANAGE)
+    row = await _custom_row(unit, viewer, role_id)
+    problems = Problems("input")
+    checked = _checked_policies(problems, policies)
+    problems.raise_if_any()
+    row.policies_json = json.dumps(list(checked))
+    await owned.add(unit.session, row)
+    return view_of(row)
+
+
+async def delete(unit: Unit, viewer: Viewer, role_id: str) -> str:
+    viewer.require(MANAGE)
+    row = await _custom_row(unit, viewer, role_id)
+    if await repo.role_in_use(unit.session, row.id):
+        raise UserErrors.one(
+            ("input", "id"),
+            f"Tokens still use the role {row.name}; revoke them first.",
+            "PRECONDITION_FAILED",
+        )
+    await repo.detach_revoked_tokens(unit.session, row.id)
+    await owned.remove(unit.session, row)
+    return row.id

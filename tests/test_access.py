@@ -1,0 +1,289 @@
+"""Custom roles and the API token lifecycle, through the API as a team's admin uses them.
+
+Tokens: the secret shows once, expiry and revocation refuse at once, lastUsedAt is
+not rewritten on every request. Roles: system roles are listed and immutable,
+unknown policies are INVALID, a role in use cannot be deleted, and a custom role
+grants exactly its policies. No org sees or touches another's roles or tokens.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from tests.conftest import Org
+from tests.support import factories as make
+from tests.support.graphql import GraphQL
+from tests.support.server import Server
+
+ROLE = "id name system policies"
+TOKEN = f"id name createdAt expiresAt lastUsedAt revokedAt role {{ {ROLE} }}"
+CREATE_TOKEN = f"""
+mutation($input: CreateApiTokenInput!) {{
+  createApiToken(input: $input) {{ token apiToken {{ {TOKEN} }} {make.USER_ERRORS} }}
+}}"""
+REVOKE_TOKEN = f"""
+mutation($id: ID!) {{
+  revokeApiToken(input: {{id: $id}}) {{ apiToken {{ {TOKEN} }} {make.USER_ERRORS} }}
+}}"""
+TOKENS = f"""
+query($includeRevoked: Boolean) {{
+  apiTokens(first: 100, includeRevoked: $includeRevoked) {{ totalCount nodes {{ {TOKEN} }} }}
+}}"""
+CREATE_ROLE = f"""
+mutation($input: CreateRoleInput!) {{
+  createRole(input: $input) {{ role {{ {ROLE} }} {make.USER_ERRORS} }}
+}}"""
+UPDATE_ROLE = f"""
+mutation($input: UpdateRoleInput!) {{
+  updateRole(input: $input) {{ role {{ {ROLE} }} {make.USER_ERRORS} }}
+}}"""
+DELETE_ROLE = f"""
+mutation($id: ID!) {{ deleteRole(input: {{id: $id}}) {{ deletedId {make.USER_ERRORS} }} }}"""
+ROLES = f"{{ roles {{ {ROLE} }} }}"
+WHO = "{ viewer { role subject credentialKind permissions customRole { id name } } }"
+
+
+@pytest.fixture(scope="module")
+def server_env() -> dict[str, str]:
+    return {"SPACEDOCK_PROBE_INTERVAL_S": "3600"}
+
+
+async def create_token(
+    admin: GraphQL, role: str, name: str | None = None, days: int | None = None
+) -> tuple[dict[str, Any], GraphQL]:
+    variables = {"name": name or make.unique("tok"), "role": role, "expiresInDays": days}
+    payload = make.succeeded(await admin.mutate(CREATE_TOKEN, {"input": variables}))
+    return payload["apiToken"], GraphQL(admin.url, admin.ws_url, payload["token"])
+
+
+async def create_role(admin: GraphQL, *policies: str) -> dict[str, Any]:
+    variables = {"name": make.unique("role"), "policies": list(policies)}
+    role: dict[str, Any] = make.succeeded(await admin.mutate(CREATE_ROLE, {"input": variables}))[
+        "role"
+    ]
+    return role
+
+
+async def tokens_of(admin: GraphQL, include_revoked: bool = False) -> dict[str, dict[str, Any]]:
+    found = await admin.data(TOKENS, {"includeRevoked": include_revoked})
+    return {token["id"]: token for token in found["apiTokens"]["nodes"]}
+
+
+# -- tokens ---------------------------------------------------------------------------
+
+
+async def test_a_token_made_through_the_api_works_and_its_secret_shows_once(org: Org) -> None:
+    token, caller = await create_token(org.admin, "EDITOR", "ci deploys", days=30)
+    assert token["role"] == {
+        "id": "EDITOR",
+        "name": "EDITOR",
+        "system": True,
+        "policies": token["role"]["policies"],
+    }
+    created = datetime.fromisoformat(token["createdAt"])
+    expires = datetime.fromisoformat(token["expiresAt"])
+    assert (expires - created).days == 30
+    assert token["lastUsedAt"] is None and token["revokedAt"] is None
+
+    who = (await caller.data(WHO))["viewer"]
+    assert who["role"] == "EDITOR"
+    assert who["subject"] == "ci deploys"
+    assert who["credentialKind"] == "API_TOKEN"
+    assert who["customRole"] is None
+
+    listed = await tokens_of(org.admin)
+    assert listed[token["id"]]["name"] == "ci deploys"
+    assert caller.token is not None and caller.token not in str(listed), "secret shown once"
+
+
+async def test_last_used_at_is_written_once_a_minute_not_per_request(org: Org) -> None:
+    token, caller = await create_token(org.admin, "VIEWER")
+    await caller.data(WHO)
+    first = (await tokens_of(org.admin))[token["id"]]["lastUsedAt"]
+    assert first is not None
+    for _ in range(3):
+        await caller.data(WHO)
+    assert (await tokens_of(org.admin))[token["id"]]["lastUsedAt"] == first
+
+
+async def test_a_revoked_token_is_refused_at_once_and_hidden_unless_asked(org: Org) -> None:
+    token, caller = await create_token(org.admin, "VIEWER")
+    assert (await caller.post(WHO))[0] == 200
+    payload = make.succeeded(await org.admin.mutate(REVOKE_TOKEN, {"id": token["id"]}))
+    revoked_at = payload["apiToken"]["revokedAt"]
+    assert revoked_at is not None
+
+    status, body = await caller.post(WHO)
+    assert status == 401
+    assert body["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+    assert "revoked" in body["errors"][0]["message"]
+    assert caller.token is not None and caller.token not in body["errors"][0]["message"]
+
+    assert token["id"] not in await tokens_of(org.admin)
+    assert (await tokens_of(org.admin, include_revoked=True))[token["id"]][
+        "revokedAt"
+    ] == revoked_at
+    again = make.succeeded(await org.admin.mutate(REVOKE_TOKEN, {"id": token["id"]}))
+    assert again["apiToken"]["revokedAt"] == revoked_at, "revoking twice keeps the first time"
+
+
+async def test_bad_token_inputs_are_reported_together(org: Org) -> None:
+    variables = {"name": "", "role": "OWNER", "expiresInDays": 0}
+    payload = await org.admin.mutate(CREATE_TOKEN, {"input": variables})
+    assert payload["token"] is None and payload["apiToken"] is None
+    assert make.error_fields(payload) == {
+        (("input", "name"), "INVALID"),
+        (("input", "role"), "NOT_FOUND"),
+        (("input", "expiresInDays"), "INVALID"),
+    }
+
+
+@pytest.mark.parametrize("role", ["editor", "viewer"])
+async def test_only_token_managers_see_or_make_tokens(org: Org, role: str) -> None:
+    caller = org.as_role(role)
+    payload = await caller.mutate(CREATE_TOKEN, {"input": {"name": "x", "role": "ADMIN"}})
+    assert [e["code"] for e in payload["userErrors"]] == ["FORBIDDEN"]
+    assert "token:manage" in payload["userErrors"][0]["message"]
+    response = await caller.call("{ apiTokens { totalCount } roles { id } }")
+    assert response["data"] is None or response["data"].get("apiTokens") is None
+    assert {e["extensions"]["code"] for e in response["errors"]} == {"FORBIDDEN"}
+
+
+async def test_orgs_never_see_or_touch_each_others_tokens_and_roles(
+    org: Org, other_org: Org
+) -> None:
+    token, _ = await create_token(org.admin, "VIEWER")
+    role = await create_role(org.admin, "space:view")
+    assert token["id"] not in await tokens_of(other_org.admin, include_revoked=True)
+    their_roles = (await other_org.admin.data(ROLES))["roles"]
+    assert role["id"] not in {r["id"] for r in their_roles}
+
+    foreign = await other_org.admin.mutate(REVOKE_TOKEN, {"id": token["id"]})
+    assert make.error_fields(foreign) == {(("input", "id"), "NOT_FOUND")}
+    for document, variables in [
+        (UPDATE_ROLE, {"input": {"id": role["id"], "policies": ["space:view"]}}),
+        (DELETE_ROLE, {"id": role["id"]}),
+        (CREATE_TOKEN, {"input": {"name": "borrowed", "role": role["id"]}}),
+    ]:
+        refused = await other_org.admin.mutate(document, variables)
+        assert {code for _, code in make.error_fields(refused)} == {"NOT_FOUND"}
+    assert (await tokens_of(org.admin))[token["id"]]["revokedAt"] is None
+
+
+# -- roles ----------------------------------------------------------------------------
+
+
+async def test_system_roles_are_listed_and_immutable(org: Org) -> None:
+    roles = {r["name"]: r for r in (await org.admin.data(ROLES))["roles"]}
+    assert {"ADMIN", "EDITOR", "VIEWER"} <= set(roles)
+    assert all(roles[name]["system"] for name in ("ADMIN", "EDITOR", "VIEWER"))
+    assert "audit:view" in roles["ADMIN"]["policies"]
+    assert set(roles["VIEWER"]["policies"]) < set(roles["EDITOR"]["policies"])
+    changed = await org.admin.mutate(UPDATE_ROLE, {"input": {"id": "VIEWER", "policies": []}})
+    assert make.error_fields(changed) == {(("input", "id"), "INVALID")}
+    deleted = await org.admin.mutate(DELETE_ROLE, {"id": "ADMIN"})
+    assert make.error_fields(deleted) == {(("input", "id"), "INVALID")}
+    named = await org.admin.mutate(
+        CREATE_ROLE, {"input": {"name": "ADMIN", "policies": ["space:view"]}}
+    )
+    assert make.error_fields(named) == {(("input", "name"), "CONFLICT")}
+
+
+async def test_unknown_policies_are_invalid_and_named(org: Org) -> None:
+    payload = await org.admin.mutate(
+        CREATE_ROLE, {"input": {"name": "ops", "policies": ["space:view", "space:explode"]}}
+    )
+    assert payload["role"] is None
+    [error] = payload["userErrors"]
+    assert (error["field"], error["code"]) == (["input", "policies"], "INVALID")
+    assert "space:explode" in error["message"]
+    assert "ops" not in {r["name"] for r in (await org.admin.data(ROLES))["roles"]}
+
+
+async def test_a_custom_role_grants_exactly_its_policies_and_follows_updates(
+    org: Org,
+) -> None:
+    role = await create_role(org.admin, "space:view", "space:create")
+    assert role["system"] is False
+    assert role["policies"] == ["space:view", "space:create"]
+    token, caller = await create_token(org.admin, role["id"])
+    assert token["role"]["id"] == role["id"]
+    who = (await caller.data(WHO))["viewer"]
+    assert who["role"] == "CUSTOM"
+    assert who["customRole"] == {"id": role["id"], "name": role["name"]}
+    assert set(who["permissions"]) == {"space:view", "space:create"}
+
+    space = make.succeeded(
+        await caller.mutate(
+            make.REGISTER_SPACE,
+            {
+                "input": {
+                    "name": make.unique("s"),
+                    "provider": "GENERIC",
+                    "config": make.generic_config(),
+                }
+            },
+        )
+    )["space"]
+    held = await caller.mutate(
+        make.SET_SPACE_STATUS, {"input": {"id": space["id"], "status": "INACTIVE"}}
+    )
+    assert [e["code"] for e in held["userErrors"]] == ["FORBIDDEN"]
+    assert role["name"] in held["userErrors"][0]["message"]
+
+    make.succeeded(
+        await org.admin.mutate(
+            UPDATE_ROLE, {"input": {"id": role["id"], "policies": ["space:view", "space:update"]}}
+        )
+    )
+    held = await caller.mutate(
+        make.SET_SPACE_STATUS, {"input": {"id": space["id"], "status": "INACTIVE"}}
+    )
+    assert held["userErrors"] == [], "the new policies hold at once"
+
+
+async def test_a_role_in_use_cannot_be_deleted_until_its_tokens_are_revoked(org: Org) -> None:
+    role = await create_role(org.admin, "space:view")
+    token, _ = await create_token(org.admin, role["id"])
+    refused = await org.admin.mutate(DELETE_ROLE, {"id": role["id"]})
+    assert make.error_fields(refused) == {(("input", "id"), "PRECONDITION_FAILED")}
+    assert role["id"] in {r["id"] for r in (await org.admin.data(ROLES))["roles"]}
+
+    make.succeeded(await org.admin.mutate(REVOKE_TOKEN, {"id": token["id"]}))
+    deleted = make.succeeded(await org.admin.mutate(DELETE_ROLE, {"id": role["id"]}))
+    assert deleted["deletedId"] == role["id"]
+    assert role["id"] not in {r["id"] for r in (await org.admin.data(ROLES))["roles"]}
+
+
+async def test_an_expired_token_is_refused(server: Server, org: Org) -> None:
+    """Expiry is checked on every request: a token whose expiresAt passed is refused."""
+    token, caller = await create_token(org.admin, "VIEWER", days=1)
+    assert (await caller.post(WHO))[0] == 200
+    await expire_token(server, token["id"])
+    status, body = await caller.post(WHO)
+    assert status == 401
+    assert "expired" in body["errors"][0]["message"]
+
+
+async def expire_token(server: Server, token_id: str) -> None:
+    """Moves a token's expiry into the past, as a day passing would."""
+    import sqlalchemy as sa
+
+    from db.engine import Database
+
+    database = Database(server.backend.url)
+    try:
+        async with database.transaction() as session:
+            await session.execute(
+                sa.text(
+                    "UPDATE api_tokens SET expires_at = created_at - interval '1 day' WHERE id = :id"
+                    if server.backend.name == "postgres"
+                    else "UPDATE api_tokens SET expires_at = datetime(created_at, '-1 day') WHERE id = :id"
+                ),
+                {"id": token_id},
+            )
+    finally:
+        await database.dispose()
