@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -24,6 +26,7 @@ from core.events import EventBus, InProcessBus, PostgresBus
 from core.health import HealthRule
 from core.metrics import MetricSource, Sample, exposition
 from core.probe_loop import ProbeLoop, ProbeSettings
+from core.reconciler import Reconciler
 from core.services import Services
 from db.engine import Database
 from db.notify import PostgresNotifier
@@ -48,6 +51,7 @@ def build_services(settings: Settings) -> Services:
         deny_networks=settings.cluster_deny_cidrs,
         cluster_max_body_bytes=settings.cluster_max_body_bytes,
         cloudspaces=settings.cloudspaces,
+        live_field_timeout_s=settings.live_field_timeout_s,
     )
 
 
@@ -93,6 +97,23 @@ def metrics_allowed(request: Request, token: str | None) -> bool:
     return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
 
 
+def cors(origins: tuple[str, ...]) -> list[Middleware]:
+    """Browsers on these origins may call every HTTP route (GraphQL, the REST kubeconfig
+    routes) with a bearer token; none when unset. WebSockets check their Origin in the
+    GraphQL view, since browsers do not preflight them."""
+    if not origins:
+        return []
+    return [
+        Middleware(
+            CORSMiddleware,
+            allow_origins=list(origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+            max_age=600,
+        )
+    ]
+
+
 def create_app(settings: Settings) -> Starlette:
     services = build_services(settings)
     view = GraphQLView(
@@ -102,15 +123,22 @@ def create_app(settings: Settings) -> Starlette:
             read_timeout_s=settings.request_read_timeout_s,
             max_subscriptions_per_token=settings.max_subscriptions_per_token,
         ),
+        allowed_origins=settings.cors_origins,
     )
     probes = build_probe_loop(settings, services)
     # Every background loop's stats join here; /metrics renders whatever is listed.
-    metric_sources: list[MetricSource] = [ProcessMetrics(services), probes.stats]
+    reconciler = Reconciler(services)
+    metric_sources: list[MetricSource] = [
+        ProcessMetrics(services),
+        probes.stats,
+        reconciler.stats,
+    ]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await services.database.migrate()
         probes.start()
+        reconciler.start()
         # What is loaded by now lives as long as the process. Out of the collector's reach,
         # it no longer makes every full collection pause requests for ~250 ms
         # (bench/graphql_reads.py: p95 of a 100-space read 280 ms before, ~70 ms after).
@@ -121,6 +149,7 @@ def create_app(settings: Settings) -> Starlette:
             yield
         finally:
             await probes.stop()
+            await reconciler.stop()
             await services.database.dispose()
 
     async def healthz(request: Request) -> Response:
@@ -166,6 +195,6 @@ def create_app(settings: Settings) -> Starlette:
     ]
     if graphiql.ASSETS.is_dir():
         routes.append(Mount("/graphiql", StaticFiles(directory=graphiql.ASSETS), name="graphiql"))
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=cors(settings.cors_origins))
     app.state.services = services
     return app

@@ -7,8 +7,10 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import sqlalchemy as sa
+from strawberry.http.websocket_origin import normalize_origin
 
 from core.secrets import SecretBox
 from core.vclusters import DEFAULT_FLUX_MANIFESTS, DEFAULT_IMAGE, CloudSpaceSettings
@@ -43,6 +45,30 @@ def _networks(name: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network,
         raise SettingsError(f"{name} must be comma-separated CIDRs: {error}") from None
 
 
+def _origins(name: str) -> tuple[str, ...]:
+    """Browser origins, written as browsers send them (lowercase, no default port)."""
+    origins = []
+    for given in (part.strip() for part in os.environ.get(name, "").split(",")):
+        if not given:
+            continue
+        parts = urlsplit(given)
+        origin = normalize_origin(given)
+        if (
+            origin is None
+            or parts.scheme not in ("http", "https")
+            or parts.path not in ("", "/")
+            or parts.query
+            or parts.fragment
+            or parts.username
+        ):
+            raise SettingsError(
+                f"{name} must be comma-separated origins such as http://localhost:5173 "
+                f"(scheme://host[:port], no path), got {given!r}"
+            )
+        origins.append(origin)
+    return tuple(origins)
+
+
 @dataclass(frozen=True)
 class Settings:
     host: str = "127.0.0.1"
@@ -64,6 +90,10 @@ class Settings:
     request_read_timeout_s: float = 5.0
     max_subscriptions_per_token: int = 500
     metrics_token: str | None = None
+    # Frontends (issue 10): browser origins allowed to call the API (unset: none), and how
+    # long a live field such as Space.namespaces may wait on one cluster.
+    cors_origins: tuple[str, ...] = ()
+    live_field_timeout_s: float = 2.0
     # issue 7 (hostile clusters): how much of one cluster answer is read.
     cluster_max_body_bytes: int = 4 * 2**20
 
@@ -84,6 +114,8 @@ class Settings:
             request_read_timeout_s=_number("SPACEDOCK_REQUEST_READ_TIMEOUT_S", 5.0),
             max_subscriptions_per_token=int(_number("SPACEDOCK_MAX_SUBSCRIPTIONS_PER_TOKEN", 500)),
             metrics_token=os.environ.get("SPACEDOCK_METRICS_TOKEN") or None,
+            cors_origins=_origins("SPACEDOCK_CORS_ORIGINS"),
+            live_field_timeout_s=_number("SPACEDOCK_LIVE_FIELD_TIMEOUT_S", 2.0),
             cluster_max_body_bytes=int(_number("SPACEDOCK_CLUSTER_MAX_BODY_BYTES", 4 * 2**20)),
         )
 

@@ -8,6 +8,8 @@ field, a userError on `createNamespace`.
 
 from __future__ import annotations
 
+import asyncio
+import base64
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -35,6 +37,12 @@ class Namespace:
     space: Space
 
 
+def namespace_id(space_id: str, name: str) -> str:
+    """Namespaces live on the cluster, not in our database: their id is derived from the
+    space and the name, so it stays the same across reads (client caches key on it)."""
+    return "ns_" + base64.urlsafe_b64encode(f"{space_id}/{name}".encode()).decode().rstrip("=")
+
+
 def _ours(found: kube.ClusterNamespace, space: Space) -> Namespace:
     return Namespace(
         name=found.name,
@@ -51,14 +59,23 @@ async def list_namespaces(services: Services, viewer: Viewer, space: Space) -> l
     try:
         if space.deregistered_at is not None:
             raise PermanentError(DEREGISTERED)
-        credentials = await credentials_for(services, space)
-        found = await kube.list_namespaces(
-            credentials,
-            deny=services.deny_networks,
-            max_body_bytes=services.cluster_max_body_bytes,
-        )
+        # In a list, each space's field waits on its own cluster only, concurrently: one
+        # slow cluster nulls its own field and does not hold up the page.
+        async with asyncio.timeout(services.live_field_timeout_s):
+            credentials = await credentials_for(services, space)
+            found = await kube.list_namespaces(
+                credentials,
+                deny=services.deny_networks,
+                max_body_bytes=services.cluster_max_body_bytes,
+            )
     except ProviderError as failed:
         raise ApiError("PROVIDER_ERROR", failed.reason) from failed
+    except TimeoutError:
+        raise ApiError(
+            "PROVIDER_ERROR",
+            f"timeout: no answer from the cluster within {services.live_field_timeout_s:g}s "
+            "(SPACEDOCK_LIVE_FIELD_TIMEOUT_S)",
+        ) from None
     return sorted((_ours(namespace, space) for namespace in found), key=lambda n: n.name)
 
 

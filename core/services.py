@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from core.event_reads import SharedEventReads
 from core.events import EventBus, Payload
 from core.health import HealthRule
 from core.secrets import SecretBox
@@ -58,6 +59,13 @@ class Services:
     cloudspaces: CloudSpaceSettings = field(default_factory=CloudSpaceSettings)
     # Set when a CloudSpace has work now (created, resized, deleted).
     reconcile_wanted: asyncio.Event = field(default_factory=asyncio.Event)
+    # How long a live field (Space.namespaces) waits on one cluster before it gives up.
+    live_field_timeout_s: float = 2.0
+    # Status events read once per process for all their subscribers (issue 12).
+    event_reads: SharedEventReads = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.event_reads = SharedEventReads(self.read)
 
     @asynccontextmanager
     async def unit(self, read_only: bool = False) -> AsyncIterator[Unit]:

@@ -184,6 +184,7 @@ async def pool_of_one(empty_backend: Backend) -> AsyncIterator[tuple[Services, G
         secrets=SecretBox(SecretBox.generate_key()),
         health=HealthRule(3600),
         credentials=CredentialCache(mint=minting),
+        live_field_timeout_s=60,  # the listing waits on the gate, not on a clock
     )
     await services.database.migrate()
     yield services, minting
