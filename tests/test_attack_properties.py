@@ -45,6 +45,13 @@ TOTALS = (
 )
 
 
+@pytest.fixture(scope="module")
+def server_env() -> dict[str, str]:
+    # Several 64 KiB+ strings in one input may pass 1 MiB once JSON-escaped; the body
+    # limit has its own tests (test_attack_bodies), these are about what a mutation does.
+    return {"SPACEDOCK_MAX_BODY_BYTES": str(8 * 1024 * 1024)}
+
+
 class Caller:
     """A synchronous client: Hypothesis drives plain functions."""
 
