@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import ClassVar
@@ -153,6 +154,7 @@ class ProbeLoop:
         space is probed again when it next falls due. The credential lookup and the call
         share one deadline, so a probe never outlasts `timeout_s`."""
         credentials = None
+        started = time.perf_counter()
         try:
             async with asyncio.timeout(self.settings.timeout_s):
                 credentials = await credentials_for(self.services, space)
@@ -164,7 +166,8 @@ class ProbeLoop:
                 why = f"timeout: no cluster credential within {self.settings.timeout_s:g}s"
             else:
                 why = for_exception(late, self.settings.timeout_s).reason
-            outcome = ProbeOutcome(False, None, error=why)
+            waited_ms = round((time.perf_counter() - started) * 1000, 3)
+            outcome = ProbeOutcome(False, waited_ms, error=why)
         self.stats.probes += 1
         self.stats.failures += not outcome.ok
         self._results.append(_Result(space.id, utcnow(), outcome))
