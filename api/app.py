@@ -23,6 +23,7 @@ from api.kubeconfig_route import kubeconfig_endpoint
 from api.settings import Settings
 from core.events import EventBus, InProcessBus, PostgresBus
 from core.health import HealthRule
+from core.live_calls import LiveCallLimits, LiveCalls
 from core.metrics import MetricSource, Sample, exposition
 from core.probe_loop import ProbeLoop, ProbeSettings
 from core.reconciler import Reconciler
@@ -49,6 +50,13 @@ def build_services(settings: Settings) -> Services:
         health=HealthRule(settings.probe_interval_s),
         deny_networks=settings.cluster_deny_cidrs,
         cluster_max_body_bytes=settings.cluster_max_body_bytes,
+        live_calls=LiveCalls(
+            LiveCallLimits(
+                per_request=settings.live_calls_per_request,
+                concurrency_per_request=settings.live_call_concurrency,
+                concurrency_per_server=settings.live_calls_per_server,
+            )
+        ),
         cloudspaces=settings.cloudspaces,
         live_field_timeout_s=settings.live_field_timeout_s,
     )

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from core.event_reads import SharedEventReads
 from core.events import EventBus, Payload
 from core.health import HealthRule
+from core.live_calls import LiveCalls
 from core.secrets import SecretBox
 from core.vclusters import CloudSpaceSettings
 from db.engine import Database
@@ -50,6 +51,8 @@ class Services:
     deny_networks: tuple[IPNetwork, ...] = ()
     # The most a cluster call reads of one answer (SPACEDOCK_CLUSTER_MAX_BODY_BYTES).
     cluster_max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    # Caps on live cluster calls per operation and per process (core.live_calls).
+    live_calls: LiveCalls = field(default_factory=LiveCalls)
     credentials: CredentialCache = field(default_factory=CredentialCache)
     # Set when a space needs probing now (registration, a lifted hold).
     probe_wanted: asyncio.Event = field(default_factory=asyncio.Event)

@@ -481,6 +481,11 @@ async def test_deleting_shows_its_blocker_then_deleted_once(
         assert "persistentvolumeclaims" in blocker["message"]
         shown = await tenant.viewer.data(ONE, {"id": created["id"]})
         assert shown["cloudSpace"]["phase"] == "DELETING"
+        # Deleting again meanwhile is harmless: it is already on its way out.
+        again = await tenant.admin.mutate(
+            DELETE, {"input": {"id": created["id"], "confirmName": "going"}}
+        )
+        assert again["userErrors"] == [] and again["cloudSpace"]["phase"] == "DELETING"
         assert "NamespaceContentRemaining" in shown["cloudSpace"]["message"]
         host.api.release_namespaces()
         deleted = await watcher.until(created["id"], "DELETED")
