@@ -41,7 +41,7 @@ from core.errors import Problems
 from core.loops import Loop, LoopStats, describe, metric
 from core.services import Services, Unit, utcnow
 from db import claims
-from db import cloudspaces as repo
+from db import cloudspaces as cloudspace_rows
 from db.tables import CloudSpace, Space
 from providers import host as host_api
 from providers.credentials import ClusterCredentials
@@ -148,7 +148,7 @@ class Reconciler:
         await self.loop.stop()
         try:
             async with self.services.unit() as unit:
-                await repo.release_all(unit.session, self.owner, unit.now)
+                await cloudspace_rows.release_all(unit.session, self.owner, unit.now)
         except Exception as error:  # shutting down: the leases run out by themselves
             log.warning("CloudSpace leases not handed back: %s", describe(error))
 
@@ -176,7 +176,7 @@ class Reconciler:
 
     async def _until_next_due(self) -> float:
         async with self.services.read() as session:
-            earliest = await repo.earliest_due(session)
+            earliest = await cloudspace_rows.earliest_due(session)
         if earliest is None:  # no CloudSpace at all: a quiet database, looked at rarely
             return LOOK_WHEN_NONE_S
         return min(max((earliest - utcnow()).total_seconds(), 0.01), LOOK_FOR_DUE_S)
@@ -190,7 +190,7 @@ class Reconciler:
         while row is not None and not self.loop.stopped:
             if host is None:
                 async with self.services.read() as session:
-                    host = await repo.host_space(session, row.host_space_id)
+                    host = await cloudspace_rows.host_space(session, row.host_space_id)
             step = row.step
             outcome = await self._run(row, host)
             row = await self._persist(row.id, step, outcome)
@@ -214,7 +214,7 @@ class Reconciler:
         """One transaction: the outcome of `step`, if this worker still holds the lease and
         the CloudSpace is still at that step. The row when its next step runs now."""
         async with self.services.unit() as unit:
-            row = await repo.locked_if_claimed(unit.session, cloud_space_id, self.owner)
+            row = await cloudspace_rows.locked_if_claimed(unit.session, cloud_space_id, self.owner)
             if row is None:
                 return None  # deleted, or the lease passed to another reconciler
             if row.step != step:  # changed under us (deleteCloudSpace): its new step is due
@@ -279,7 +279,7 @@ class Reconciler:
         self.stats.deleted += 1
         await rules.record_phase(unit, row, row.phase, "DELETED", None)
         unit.session.expunge(row)
-        await repo.delete(unit.session, row.id)
+        await cloudspace_rows.delete(unit.session, row.id)
         log.info("CloudSpace %s deleted", row.id)
 
     # -- steps ----------------------------------------------------------------------
@@ -307,7 +307,7 @@ class Reconciler:
         """Checked again here: a default CloudSpace was never checked, and two creations
         racing for the last room would both have passed."""
         async with self.services.read() as session:
-            host_space = await repo.host_space(session, row.host_space_id)
+            host_space = await cloudspace_rows.host_space(session, row.host_space_id)
         assert host_space is not None
         capacity = await rules.capacity_of(self.services, host_space)
         problems = Problems()
