@@ -14,7 +14,8 @@ from core import spaces as space_rules
 from core.errors import ApiError
 from core.ids import kind_of
 from core.services import utcnow
-from db import owned, spaces
+from db import owned
+from db import spaces as space_rows
 from db.pages import Page
 from db.tables import CloudAccount, Environment, Space, SpaceStatusEvent
 from resolvers.context import Context
@@ -34,7 +35,7 @@ async def cloud_accounts_page(
 
 async def spaces_page(
     context: Context,
-    where: spaces.SpaceWhere,
+    where: space_rows.SpaceWhere,
     order: str | None,
     first: int | None,
     after: str | None,
@@ -47,7 +48,7 @@ async def spaces_page(
     _check_search(where.search)
     field, _, direction = (order or "").partition(":")
     async with context.services.read() as session:
-        found = await spaces.list_spaces(
+        found = await space_rows.list_spaces(
             session,
             context.caller.org_id,
             where,
@@ -59,11 +60,11 @@ async def spaces_page(
     return with_cursors(found, "Space", order)
 
 
-async def space_counts(context: Context, where: spaces.SpaceWhere) -> dict[str, int]:
+async def space_counts(context: Context, where: space_rows.SpaceWhere) -> dict[str, int]:
     context.caller.require_to_read("space:view")
     _check_search(where.search)
     async with context.services.read() as session:
-        return await spaces.count_spaces(
+        return await space_rows.count_spaces(
             session,
             context.caller.org_id,
             where,
