@@ -17,6 +17,7 @@ KINDS = {
     "cs": "CloudSpace",
     "grant": "ClusterGrant",
     "tok": "ApiToken",
+    "sev": "SpaceStatusEvent",
     "role": "RoleDefinition",
     "aud": "AuditEvent",
 }
@@ -32,3 +33,17 @@ def kind_of(object_id: str) -> str | None:
     if not body or len(body) != 30:
         return None
     return KINDS.get(prefix)
+
+
+def event_id(number: int) -> str:
+    """Status events are numbered by the database; their public id keeps that order."""
+    return f"sev_{number:030x}"
+
+
+def event_number(object_id: str) -> int | None:
+    if kind_of(object_id) != "SpaceStatusEvent":
+        return None
+    try:
+        return int(object_id.partition("_")[2], 16)
+    except ValueError:
+        return None
