@@ -23,8 +23,10 @@ from api.kubeconfig_route import kubeconfig_endpoint
 from api.settings import Settings
 from core.events import EventBus, InProcessBus, PostgresBus
 from core.health import HealthRule
+from core.live_calls import LiveCallLimits, LiveCalls
 from core.metrics import MetricSource, Sample, exposition
 from core.probe_loop import ProbeLoop, ProbeSettings
+from core.reconciler import Reconciler
 from core.services import Services
 from db.engine import Database
 from db.notify import PostgresNotifier
@@ -48,6 +50,13 @@ def build_services(settings: Settings) -> Services:
         health=HealthRule(settings.probe_interval_s),
         deny_networks=settings.cluster_deny_cidrs,
         cluster_max_body_bytes=settings.cluster_max_body_bytes,
+        live_calls=LiveCalls(
+            LiveCallLimits(
+                per_request=settings.live_calls_per_request,
+                concurrency_per_request=settings.live_call_concurrency,
+                concurrency_per_server=settings.live_calls_per_server,
+            )
+        ),
         cloudspaces=settings.cloudspaces,
         live_field_timeout_s=settings.live_field_timeout_s,
     )
@@ -117,12 +126,18 @@ def create_app(settings: Settings) -> Starlette:
     )
     probes = build_probe_loop(settings, services)
     # Every background loop's stats join here; /metrics renders whatever is listed.
-    metric_sources: list[MetricSource] = [ProcessMetrics(services), probes.stats]
+    reconciler = Reconciler(services)
+    metric_sources: list[MetricSource] = [
+        ProcessMetrics(services),
+        probes.stats,
+        reconciler.stats,
+    ]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await services.database.migrate()
         probes.start()
+        reconciler.start()
         # What is loaded by now lives as long as the process. Out of the collector's reach,
         # it no longer makes every full collection pause requests for ~250 ms
         # (bench/graphql_reads.py: p95 of a 100-space read 280 ms before, ~70 ms after).
@@ -133,6 +148,7 @@ def create_app(settings: Settings) -> Starlette:
             yield
         finally:
             await probes.stop()
+            await reconciler.stop()
             await services.database.dispose()
 
     async def healthz(request: Request) -> Response:

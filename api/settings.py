@@ -96,6 +96,9 @@ class Settings:
     live_field_timeout_s: float = 2.0
     # issue 7 (hostile clusters): how much of one cluster answer is read.
     cluster_max_body_bytes: int = 4 * 2**20
+    live_calls_per_request: int = 20
+    live_call_concurrency: int = 5
+    live_calls_per_server: int = 64
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -117,6 +120,9 @@ class Settings:
             cors_origins=_origins("SPACEDOCK_CORS_ORIGINS"),
             live_field_timeout_s=_number("SPACEDOCK_LIVE_FIELD_TIMEOUT_S", 2.0),
             cluster_max_body_bytes=int(_number("SPACEDOCK_CLUSTER_MAX_BODY_BYTES", 4 * 2**20)),
+            live_calls_per_request=int(_number("SPACEDOCK_LIVE_CALLS_PER_REQUEST", 20)),
+            live_call_concurrency=int(_number("SPACEDOCK_LIVE_CALL_CONCURRENCY", 5)),
+            live_calls_per_server=int(_number("SPACEDOCK_LIVE_CALLS_PER_SERVER", 64)),
         )
 
     def secret_box(self) -> SecretBox:

@@ -17,6 +17,7 @@ from resolvers.context import OperationLoaders
 from schema.errors import ErrorPolicy
 from schema.limits import MAX_TOKENS, DocumentLimits
 from schema.mutation import Mutation
+from schema.parse_cache import ParsedDocuments
 from schema.query import Query
 from schema.subscription import Subscription
 from schema.types import CloudAccount, CloudSpace, Environment, Org, Space
@@ -51,6 +52,7 @@ schema = SpacedockSchema(
     types=[Org, CloudAccount, Space, Environment, CloudSpace],
     extensions=[
         partial(MaxTokensLimiter, max_token_count=MAX_TOKENS),
+        ParsedDocuments,
         DocumentLimits,
         SubscriptionsOverWebSocket,
         OperationLoaders,

@@ -452,7 +452,10 @@ class VCluster:
     row: Private[tables.CloudSpace]
     name: str = strawberry.field(description="The vCluster's name (the CloudSpace's).")
     ready: bool = strawberry.field(
-        description="True once its API server answers (from INSTALLING_FLUX on, until DELETING)."
+        description=(
+            "True once its API server answers and its tenant account exists (during "
+            "INSTALLING_FLUX), until DELETING; kubeconfigs can be downloaded from then on."
+        )
     )
 
     @strawberry.field(
