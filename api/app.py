@@ -55,6 +55,7 @@ def build_services(settings: Settings) -> Services:
                 per_request=settings.live_calls_per_request,
                 concurrency_per_request=settings.live_call_concurrency,
                 concurrency_per_server=settings.live_calls_per_server,
+                items_per_request=settings.live_items_per_request,
             )
         ),
         cloudspaces=settings.cloudspaces,
