@@ -46,6 +46,7 @@ bench: install
 	$(BIN)/python bench/space_tables.py
 	$(BIN)/python bench/probe.py
 	$(BIN)/python bench/cloudspaces.py
+	$(BIN)/python bench/abuse.py
 
 schema: install
 	$(BIN)/spacedock export-schema

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hmac
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -97,6 +98,14 @@ class ProcessMetrics:
         ]
 
 
+def metrics_allowed(request: Request, token: str | None) -> bool:
+    """/metrics is open unless SPACEDOCK_METRICS_TOKEN is set; then it needs that bearer token."""
+    if token is None:
+        return True
+    given = request.headers.get("authorization", "")
+    return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+
+
 def cors(origins: tuple[str, ...]) -> list[Middleware]:
     """Browsers on these origins may call every HTTP route (GraphQL, the REST kubeconfig
     routes) with a bearer token; none when unset. WebSockets check their Origin in the
@@ -166,6 +175,19 @@ def create_app(settings: Settings) -> Starlette:
         return JSONResponse({"status": "ok", "database": "reachable"})
 
     async def metrics(request: Request) -> Response:
+        if not metrics_allowed(request, settings.metrics_token):
+            return JSONResponse(
+                {
+                    "errors": [
+                        {
+                            "message": "Send Authorization: Bearer <SPACEDOCK_METRICS_TOKEN>.",
+                            "extensions": {"code": "UNAUTHENTICATED"},
+                        }
+                    ]
+                },
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="spacedock-metrics"'},
+            )
         return PlainTextResponse(exposition(metric_sources), media_type="text/plain; version=0.0.4")
 
     routes = [
