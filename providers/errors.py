@@ -33,6 +33,17 @@ class PermanentError(ProviderError):
     pass
 
 
+UNEXPECTED_ANSWER = "unexpected answer from the API server"
+
+
+class UnexpectedAnswer(PermanentError):
+    """The API server answered something the API never sends: a malformed shape, a body
+    that is not JSON, or one larger than we read."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{UNEXPECTED_ANSWER}: {what}")
+
+
 def for_status(status: int, server_message: str = "") -> ProviderError:
     """The error for an HTTP status the API server answered with."""
     detail = f": {server_message}" if server_message else ""
@@ -42,6 +53,11 @@ def for_status(status: int, server_message: str = "") -> ProviderError:
         return PermanentError(f"403 forbidden: the credential lacks permission{detail}")
     if status >= 500:
         return TemporaryError(f"HTTP {status} from the API server{detail}")
+    if 300 <= status < 400:  # a redirect is an answer here, never a way elsewhere
+        return PermanentError(
+            f"HTTP {status} from the API server: redirects are not followed; "
+            "register the server URL the cluster answers on"
+        )
     return PermanentError(f"HTTP {status} from the API server{detail}")
 
 
