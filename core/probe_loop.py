@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import ClassVar
@@ -35,7 +36,7 @@ from core.status_rules import ProbeResult, ProbeState, after_probe, visible_stat
 from db import claims
 from db import probes as probe_rows
 from db.tables import Space
-from providers.errors import ProviderError
+from providers.errors import ProviderError, for_exception
 from providers.probe import ProbeOutcome, Prober
 
 log = logging.getLogger("spacedock.probes")
@@ -58,16 +59,11 @@ class ProbeSettings:
     concurrency: int = 256
     jitter: float = 0.1  # the interval varies by this share either way
 
-    @property
-    def longest_probe(self) -> timedelta:
-        """A probe's credential lookup and its call, each bounded by the timeout."""
-        return timedelta(seconds=2 * self.timeout_s)
-
     def next_probe_in(self) -> timedelta:
-        """The jittered interval, and never shorter than a probe may take, so that two
-        probes of one space never overlap."""
+        """The jittered interval, and never shorter than a probe may take (its credential
+        lookup and call share one `timeout_s`), so two probes of one space never overlap."""
         spread = random.uniform(-self.jitter, self.jitter)
-        return max(self.longest_probe, timedelta(seconds=self.interval_s * (1 + spread)))
+        return timedelta(seconds=max(self.timeout_s, self.interval_s * (1 + spread)))
 
 
 @dataclass
@@ -180,24 +176,26 @@ class ProbeLoop:
 
     async def _probe(self, space: Space) -> None:
         """One probe; an error of our own (not the cluster's) gives no result, and the
-        space is probed again when it next falls due."""
-        minting = True
+        space is probed again when it next falls due. The credential lookup and the call
+        share one deadline, so a probe never outlasts `timeout_s`."""
+        credentials = None
+        started = time.perf_counter()
         try:
             async with asyncio.timeout(self.settings.timeout_s):
                 credentials = await credentials_for(self.services, space)
+                outcome = await self.prober.probe(credentials)
         except ProviderError as refused:  # e.g. cluster access revoked
             outcome = ProbeOutcome(False, None, error=refused.reason)
-        except TimeoutError:
-            outcome = ProbeOutcome(
-                False,
-                None,
-                error=f"timeout: no cluster credential within {self.settings.timeout_s:g}s",
-            )
-        else:
-            minting = False
-            outcome = await self.prober.probe(credentials)
+        except TimeoutError as late:
+            if credentials is None:
+                why = f"timeout: no cluster credential within {self.settings.timeout_s:g}s"
+            else:
+                why = for_exception(late, self.settings.timeout_s).reason
+            waited_ms = round((time.perf_counter() - started) * 1000, 3)
+            outcome = ProbeOutcome(False, waited_ms, error=why)
         self.stats.probes += 1
         self.stats.failures += not outcome.ok
+        minting = credentials is None  # the failure came from getting the credential
         self._results.append(_Result(space.id, utcnow(), outcome, minting))
         self._results_ready.set()
 

@@ -41,7 +41,7 @@ from core.errors import Problems
 from core.loops import Loop, LoopStats, describe, metric
 from core.services import Services, Unit, utcnow
 from db import claims
-from db import cloudspaces as repo
+from db import cloudspaces as cloudspace_rows
 from db.tables import CloudSpace
 from providers import host as host_api
 from providers.credentials import ClusterCredentials
@@ -170,7 +170,7 @@ class Reconciler:
 
     async def _until_next_due(self) -> float:
         async with self.services.read() as session:
-            earliest = await repo.earliest_due(session)
+            earliest = await cloudspace_rows.earliest_due(session)
         if earliest is None:  # no CloudSpace at all: a quiet database, looked at rarely
             return LOOK_WHEN_NONE_S
         return min(max((earliest - utcnow()).total_seconds(), 0.01), LOOK_FOR_DUE_S)
@@ -187,7 +187,7 @@ class Reconciler:
     async def _run(self, row: CloudSpace) -> Outcome:
         try:
             async with self.services.read() as session:
-                host = await repo.host_space(session, row.host_space_id)
+                host = await cloudspace_rows.host_space(session, row.host_space_id)
             if host is None:
                 return Failed("the host space no longer exists")
             credentials = await rules.host_credentials(self.services, host)
@@ -205,7 +205,7 @@ class Reconciler:
         """One transaction: the outcome of `step`, if this worker still holds the lease and
         the CloudSpace is still at that step. The row when its next step runs now."""
         async with self.services.unit() as unit:
-            row = await repo.locked_if_claimed(unit.session, cloud_space_id, self.owner)
+            row = await cloudspace_rows.locked_if_claimed(unit.session, cloud_space_id, self.owner)
             if row is None:
                 return None  # deleted, or the lease passed to another reconciler
             if row.step != step:  # changed under us (deleteCloudSpace): its new step is due
@@ -270,7 +270,7 @@ class Reconciler:
         self.stats.deleted += 1
         await rules.record_phase(unit, row, row.phase, "DELETED", None)
         unit.session.expunge(row)
-        await repo.delete(unit.session, row.id)
+        await cloudspace_rows.delete(unit.session, row.id)
         log.info("CloudSpace %s deleted", row.id)
 
     # -- steps ----------------------------------------------------------------------
@@ -298,7 +298,7 @@ class Reconciler:
         """Checked again here: a default CloudSpace was never checked, and two creations
         racing for the last room would both have passed."""
         async with self.services.read() as session:
-            host_space = await repo.host_space(session, row.host_space_id)
+            host_space = await cloudspace_rows.host_space(session, row.host_space_id)
         assert host_space is not None
         capacity = await rules.capacity_of(self.services, host_space)
         problems = Problems()

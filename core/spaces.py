@@ -22,10 +22,10 @@ from core.secrets import SecretBox
 from core.services import Unit
 from core.status_rules import DEREGISTERED, HOLD_LIFTED, OPERATOR_HOLD, REGISTERED, Reason
 from core.statuses import SpaceStatus
-from db import cloud_accounts as account_repo
-from db import cloudspaces as cloudspace_repo
+from db import cloud_accounts as account_rows
+from db import cloudspaces as cloudspace_rows
 from db import owned
-from db import spaces as repo
+from db import spaces as space_rows
 from db.tables import CloudAccount, Space, SpaceStatusEvent
 
 PUBLIC_CONFIG = ("clusterName", "region", "projectId", "resourceGroup", "subscriptionId", "server")
@@ -172,7 +172,7 @@ async def register(
     await check_new_name(
         problems,
         request.name,
-        lambda: repo.live_space_where(unit.session, viewer.org_id, name=request.name),
+        lambda: space_rows.live_space_where(unit.session, viewer.org_id, name=request.name),
         "a registered space",
     )
     # The checks below need a well-formed config and account; faults of the name alone
@@ -213,14 +213,14 @@ async def register(
             config["clusterName"],
             config.get("resourceGroup"),
         )
-        if await account_repo.grant(unit.session, account.id, key) is None:
+        if await account_rows.grant(unit.session, account.id, key) is None:
             problems.add(
                 ["config", "clusterName"],
                 "the cloud account has no access to this cluster; grantClusterAccess first",
                 "PRECONDITION_FAILED",
             )
     identity = identity_key(request.provider, request.cloud_account_id, config)
-    if await repo.live_space_where(unit.session, viewer.org_id, identity_key=identity):
+    if await space_rows.live_space_where(unit.session, viewer.org_id, identity_key=identity):
         at = ["config", "server"] if request.provider == "GENERIC" else ["config", "clusterName"]
         problems.add(at, "this cluster is already registered as a space", "CONFLICT")
     problems.raise_if_any()
@@ -260,7 +260,7 @@ async def space_in_org(unit: Unit, viewer: Viewer, space_id: str, field: list[st
 async def record_transition(
     unit: Unit, space: Space, previous: str | None, status: str, reason: Reason
 ) -> None:
-    event = await repo.add_event(
+    event = await space_rows.add_event(
         unit.session,
         SpaceStatusEvent(
             space_id=space.id,
@@ -310,7 +310,7 @@ async def deregister(unit: Unit, viewer: Viewer, space_id: str) -> Space:
         raise UserErrors.one(
             ["input", "id"], "the space is already deregistered", "PRECONDITION_FAILED"
         )
-    if hosted := await cloudspace_repo.count_on_space(unit.session, space.id):
+    if hosted := await cloudspace_rows.count_on_space(unit.session, space.id):
         raise UserErrors.one(
             ["input", "id"],
             f"{hosted} CloudSpace{'s' if hosted > 1 else ''} live on this space; "
@@ -334,7 +334,7 @@ async def deregister(unit: Unit, viewer: Viewer, space_id: str) -> Space:
         key = accounts.cluster_key(
             space.provider, config.get("region"), config["clusterName"], config.get("resourceGroup")
         )
-        grant = await account_repo.grant(unit.session, space.cloud_account_id, key)
+        grant = await account_rows.grant(unit.session, space.cloud_account_id, key)
         if grant is not None:
             await owned.remove(unit.session, grant)
     await unit.session.flush()

@@ -30,16 +30,6 @@ def effective_status(stale_before: datetime) -> sa.ColumnElement[str]:
     )
 
 
-async def spaces_by_ids(
-    session: AsyncSession, org_id: str | None, ids: Sequence[str]
-) -> Sequence[Space]:
-    """Spaces by id, deregistered ones included; org_id None only for internal loops."""
-    query = sa.select(Space).where(col(Space.id).in_(ids))
-    if org_id is not None:
-        query = query.where(col(Space.org_id) == org_id)
-    return (await session.scalars(query)).all()
-
-
 async def live_space_where(session: AsyncSession, org_id: str, **equal: str) -> Space | None:
     query = sa.select(Space).where(col(Space.org_id) == org_id, LIVE)
     for column, value in equal.items():
@@ -211,7 +201,3 @@ async def recent_events(
     for row in (await session.scalars(query)).all():
         grouped[row.space_id].append(row)
     return grouped
-
-
-async def update(session: AsyncSession, space_id: str, **values: Any) -> None:
-    await session.execute(sa.update(Space).where(col(Space.id) == space_id).values(**values))

@@ -17,7 +17,8 @@ from core.ids import event_id, event_number, kind_of
 from core.reasons import failure_code
 from core.services import utcnow
 from core.status_rules import Reason
-from db import owned, spaces
+from db import owned
+from db import spaces as space_rows
 from db.pages import Page
 from db.tables import CloudAccount, Environment, Space, SpaceStatusEvent
 from resolvers.context import Context
@@ -44,7 +45,7 @@ async def cloud_accounts_page(
 
 async def spaces_page(
     context: Context,
-    where: spaces.SpaceWhere,
+    where: space_rows.SpaceWhere,
     order: str | None,
     first: int | None,
     after: str | None,
@@ -57,7 +58,7 @@ async def spaces_page(
     _check_search(where.search)
     field, _, direction = (order or "").partition(":")
     async with context.services.read() as session:
-        found = await spaces.list_spaces(
+        found = await space_rows.list_spaces(
             session,
             context.caller.org_id,
             where,
@@ -69,11 +70,11 @@ async def spaces_page(
     return with_cursors(found, "Space", order)
 
 
-async def space_counts(context: Context, where: spaces.SpaceWhere) -> dict[str, int]:
+async def space_counts(context: Context, where: space_rows.SpaceWhere) -> dict[str, int]:
     context.caller.require_to_read("space:view")
     _check_search(where.search)
     async with context.services.read() as session:
-        return await spaces.count_spaces(
+        return await space_rows.count_spaces(
             session,
             context.caller.org_id,
             where,
@@ -216,7 +217,7 @@ async def status_events_page(
         if start is None:
             raise ApiError("BAD_USER_INPUT", "after is a cursor of another list")
     async with context.services.read() as session:
-        found = await spaces.events_page(session, context.caller.org_id, size, start, space_ids)
+        found = await space_rows.events_page(session, context.caller.org_id, size, start, space_ids)
     return replace(found, cursors=[encode_cursor(event_id(e.id or 0)) for e in found.items])
 
 
