@@ -21,7 +21,7 @@ from core.rbac import Viewer
 from core.secrets import SecretBox
 from core.services import Unit
 from core.spaces import public_config
-from db import cloud_accounts as repo
+from db import cloud_accounts as account_rows
 from db import owned
 from db.tables import CloudAccount, ClusterGrant, Space
 from providers.clouds import CloudCluster, ClusterLocation, adapter_for
@@ -162,13 +162,15 @@ async def rotate_credentials(
     account.credentials_ciphertext = secrets.seal(checked.values)
     unit.session.add(account)
     await unit.session.flush()
-    return account, [s.id for s in await repo.live_spaces_of_account(unit.session, account.id)]
+    return account, [
+        s.id for s in await account_rows.live_spaces_of_account(unit.session, account.id)
+    ]
 
 
 async def delete_account(unit: Unit, viewer: Viewer, account_id: str) -> str:
     viewer.require("cloudaccount:delete")
     account = await account_in_org(unit, viewer, account_id, ["input", "id"])
-    in_use = await repo.live_spaces_using(unit.session, account.id)
+    in_use = await account_rows.live_spaces_using(unit.session, account.id)
     if in_use:
         raise UserErrors.one(
             ["input", "id"],
@@ -184,7 +186,7 @@ def check_cluster_ref(
 ) -> None:
     """provider None: the account is unknown, so only the provider-neutral rules apply."""
     pattern = provider.region_pattern if provider else clouds.REGION
-    if not pattern.match(ref.region):
+    if not pattern.fullmatch(ref.region):
         example = provider.region_example if provider else clouds.REGION_EXAMPLE
         problems.add([*at, "region"], f"region must be {example}")
     if (why := cloud_name_problem(ref.cluster_name)) is not None:
@@ -247,7 +249,7 @@ async def require_cluster(target: clouds.CloudTarget, field: list[str]) -> Cloud
 async def grant_access(unit: Unit, viewer: Viewer, ref: ClusterRef) -> ClusterGrant:
     viewer.require("cloudaccount:update")
     account, key = await _grant_target(unit, viewer, ref)
-    existing = await repo.grant(unit.session, account.id, key)
+    existing = await account_rows.grant(unit.session, account.id, key)
     if existing is not None:
         return existing  # granting twice is idempotent
     grant = ClusterGrant(
@@ -269,14 +271,14 @@ async def revoke_access(
     """Removes the grant; the ids of the spaces on that cluster, whose credentials go stale."""
     viewer.require("cloudaccount:update")
     account, key = await _grant_target(unit, viewer, ref)
-    grant = await repo.grant(unit.session, account.id, key)
+    grant = await account_rows.grant(unit.session, account.id, key)
     if grant is None:
         raise UserErrors.one(
             ["input", "clusterName"], "this account has no access to that cluster", "NOT_FOUND"
         )
     await owned.remove(unit.session, grant)
     descriptor = clouds.provider(account.provider)
-    spaces = await repo.live_spaces_of_account(unit.session, account.id)
+    spaces = await account_rows.live_spaces_of_account(unit.session, account.id)
     return grant, [s.id for s in spaces if descriptor.grant_key_of(public_config(s)) == key]
 
 
@@ -302,10 +304,10 @@ async def discovery_scope(
     unit: Unit, secrets: SecretBox, account: CloudAccount, region: str | None
 ) -> DiscoveryScope:
     descriptor = clouds.provider(account.provider)
-    if region is not None and not descriptor.region_pattern.match(region):
+    if region is not None and not descriptor.region_pattern.fullmatch(region):
         raise ApiError("BAD_USER_INPUT", f"region must be {descriptor.region_example}")
-    grants = await repo.grants_of_accounts(unit.session, [account.id])
-    spaces = await repo.live_spaces_of_account(unit.session, account.id)
+    grants = await account_rows.grants_of_accounts(unit.session, [account.id])
+    spaces = await account_rows.live_spaces_of_account(unit.session, account.id)
     return DiscoveryScope(
         target=clouds.CloudTarget(account.provider, secrets.open(account.credentials_ciphertext)),
         grant_keys=frozenset(grant.cluster_key for grant in grants),

@@ -108,7 +108,7 @@ def _text(
     if not isinstance(value, str) or not value.strip():
         problems.add([key], f"{key} must be a non-empty string")
         return None
-    if pattern is not None and not pattern.match(value):
+    if pattern is not None and not pattern.fullmatch(value):
         problems.add([key], f"{key} must be {what}")  # never echo the value: it may be secret
         return None
     return value
@@ -146,7 +146,7 @@ def _aws(problems: Problems, credentials: Mapping[str, Any], ambient: bool) -> d
         if (
             not isinstance(regions, list)
             or not regions
-            or not all(isinstance(r, str) and AWS_REGION.match(r) for r in regions)
+            or not all(isinstance(r, str) and AWS_REGION.fullmatch(r) for r in regions)
         ):
             problems.add(
                 ["regions"], "regions must be a non-empty list of AWS regions such as us-east-1"
@@ -159,7 +159,7 @@ def _aws(problems: Problems, credentials: Mapping[str, Any], ambient: bool) -> d
 def _gcp(problems: Problems, credentials: Mapping[str, Any], ambient: bool) -> dict[str, Any]:
     if ambient:
         project = credentials.get("projectId")
-        if not isinstance(project, str) or not GCP_PROJECT.match(project):
+        if not isinstance(project, str) or not GCP_PROJECT.fullmatch(project):
             problems.add(["projectId"], "projectId is required with ambient credentials")
         return {"projectId": project}
     raw = credentials.get("serviceAccountJson")
@@ -196,7 +196,7 @@ def _gcp(problems: Problems, credentials: Mapping[str, Any], ambient: bool) -> d
     elif not service_account["token_uri"].startswith("https://"):
         problems.add(["serviceAccountJson"], "serviceAccountJson token_uri must be an https URL")
     project = credentials.get("projectId", service_account.get("project_id"))
-    if not isinstance(project, str) or not GCP_PROJECT.match(project):
+    if not isinstance(project, str) or not GCP_PROJECT.fullmatch(project):
         problems.add(
             ["projectId"], "projectId (or the key file's project_id) must be a GCP project id"
         )

@@ -7,6 +7,7 @@ the time-ordered body makes the id itself the keyset for pagination.
 from __future__ import annotations
 
 import os
+import re
 import time
 
 KINDS = {
@@ -17,9 +18,14 @@ KINDS = {
     "cs": "CloudSpace",
     "grant": "ClusterGrant",
     "tok": "ApiToken",
+    "sev": "SpaceStatusEvent",
     "role": "RoleDefinition",
     "aud": "AuditEvent",
 }
+
+
+# The whole id, matched in full: anything else (a trailing newline, a NUL byte) names nothing.
+ID = re.compile(r"(?P<prefix>[a-z]+)_[0-9a-f]{30}")
 
 
 def new_id(prefix: str) -> str:
@@ -28,7 +34,17 @@ def new_id(prefix: str) -> str:
 
 
 def kind_of(object_id: str) -> str | None:
-    prefix, _, body = object_id.partition("_")
-    if not body or len(body) != 30:
+    """The kind an id names, or None when it is no id this server could have made."""
+    shaped = ID.fullmatch(object_id)
+    return None if shaped is None else KINDS.get(shaped["prefix"])
+
+
+def event_id(number: int) -> str:
+    """Status events are numbered by the database; their public id keeps that order."""
+    return f"sev_{number:030x}"
+
+
+def event_number(object_id: str) -> int | None:
+    if kind_of(object_id) != "SpaceStatusEvent":
         return None
-    return KINDS.get(prefix)
+    return int(object_id.partition("_")[2], 16)

@@ -72,6 +72,7 @@ async def list_namespaces(
                 deny=services.deny_networks,
                 max_body_bytes=services.cluster_max_body_bytes,
             )
+            budget.take_items(len(found), "namespaces")
     except AccessRevoked as revoked:
         raise ApiError("PRECONDITION_FAILED", revoked.reason) from revoked
     except ProviderError as failed:

@@ -242,8 +242,7 @@ def _wrapped(error: Exception, doing: str, secrets: list[str]) -> ProviderError:
         if code in THROTTLING or status == 429:
             return Throttled(
                 f"throttled: {doing} failed, AWS kept answering {code} after "
-                f"{THROTTLE_RETRIES + 1} attempts; try again in a minute",
-                delay_s=60.0,
+                f"{THROTTLE_RETRIES + 1} attempts; try again in a minute"
             )
         if status >= 500:
             return TemporaryError(f"{doing} failed: {said}")

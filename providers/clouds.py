@@ -133,8 +133,7 @@ async def retry_throttled(call: Callable[[], Awaitable[T]], what: str) -> T:
     except Throttled as error:
         raise Throttled(
             f"throttled: {what} kept answering 429 after {THROTTLE_RETRIES + 1} attempts; "
-            "try again in a minute",
-            delay_s=60.0,
+            "try again in a minute"
         ) from error
 
 

@@ -2,7 +2,7 @@
 
 A hostile API server answers the namespace list with 60 MB (streamed without a
 length, or announced with one), a 60 MB error body, or a 60 MB /version. Each is a
-clear PROVIDER_ERROR ("answer too large"), the server stops reading at
+clear PROVIDER_ERROR ("unexpected answer from the API server: too large"), the server stops reading at
 SPACEDOCK_CLUSTER_MAX_BODY_BYTES (4 MiB by default) instead of taking all of it,
 and another client's /healthz answers while the attack is under way. A list just
 under the limit is still decoded and answered (off the event loop), and the call's
@@ -28,6 +28,7 @@ from tests.support import factories as make
 from tests.support.kube_standin import HostileAnswer, KubeStandIn, huge_namespace_list
 from tests.support.server import Server
 
+TOO_LARGE = "unexpected answer from the API server: too large, more than 4,194,304 bytes"
 HUGE = 60 * 10**6
 LIMIT = 4 * 2**20
 NAMESPACES = "query($id: ID!) { space(id: $id) { name namespaces { name } } }"
@@ -107,7 +108,7 @@ async def test_a_streamed_60_mb_list_is_refused_and_others_are_served(
     assert response["data"]["space"] == {"name": space["name"], "namespaces": None}
     [error] = response["errors"]
     assert error["extensions"]["code"] == "PROVIDER_ERROR"
-    assert error["message"].startswith("answer too large"), error["message"]
+    assert error["message"].startswith(TOO_LARGE), error["message"]
     assert "SPACEDOCK_CLUSTER_MAX_BODY_BYTES" in error["message"]
     assert answered >= 1, "no other client was answered while the huge list streamed"
     # The server stopped reading near the limit; socket buffers hold a little more.
@@ -121,7 +122,7 @@ async def test_an_announced_60_mb_list_is_refused_before_it_is_read(
     cluster.answers["GET /api/v1/namespaces"] = HostileAnswer(LIST_HEAD + b" " * HUGE)
     response = await org.viewer.call(NAMESPACES, {"id": space["id"]})
     assert make.top_level_codes(response) == ["PROVIDER_ERROR"]
-    assert response["errors"][0]["message"].startswith("answer too large")
+    assert response["errors"][0]["message"].startswith(TOO_LARGE)
 
 
 async def test_a_60_mb_error_body_is_refused_too(org: Org, cluster: KubeStandIn) -> None:
@@ -131,23 +132,20 @@ async def test_a_60_mb_error_body_is_refused_too(org: Org, cluster: KubeStandIn)
     )
     response = await org.viewer.call(NAMESPACES, {"id": space["id"]})
     assert make.top_level_codes(response) == ["PROVIDER_ERROR"]
-    assert response["errors"][0]["message"].startswith("answer too large")
+    assert response["errors"][0]["message"].startswith(TOO_LARGE)
 
 
-async def test_a_list_under_the_limit_is_decoded_off_the_loop_and_answered(
+def namespace_list(names: list[str]) -> bytes:
+    items = [{"metadata": {"name": n, "creationTimestamp": "2026-01-01T00:00:00Z"}} for n in names]
+    return json.dumps({"kind": "NamespaceList", "items": items}).encode()
+
+
+async def test_a_list_under_the_limits_is_decoded_off_the_loop_and_answered(
     server: Server, org: Org, cluster: KubeStandIn
 ) -> None:
     space = await make.register_on_standin(org.admin, cluster)
-    names = [f"ns-{i:06d}" for i in range(20_000)]  # about 3 MiB, over the on-loop size
-    body = json.dumps(
-        {
-            "kind": "NamespaceList",
-            "items": [
-                {"metadata": {"name": n, "creationTimestamp": "2026-01-01T00:00:00Z"}}
-                for n in names
-            ],
-        }
-    ).encode()
+    names = [f"ns-{i:06d}" for i in range(4_500)]  # under the 5,000 results an operation gets
+    body = namespace_list(names)
     assert kube.DECODE_ON_LOOP_BYTES < len(body) < LIMIT
     cluster.answers["GET /api/v1/namespaces"] = HostileAnswer(body)
     before = cluster.requests["GET /api/v1/namespaces"]
@@ -161,6 +159,22 @@ async def test_a_list_under_the_limit_is_decoded_off_the_loop_and_answered(
     assert [n["name"] for n in response["data"]["space"]["namespaces"]] == names
 
 
+async def test_more_namespaces_than_an_operation_may_return_are_refused(
+    org: Org, cluster: KubeStandIn
+) -> None:
+    """20,000 tiny namespaces fit in 3 MiB, but rendering them would hold the event loop
+    for about half a second: SPACEDOCK_LIVE_ITEMS_PER_REQUEST (5,000) refuses them."""
+    space = await make.register_on_standin(org.admin, cluster)
+    cluster.answers["GET /api/v1/namespaces"] = HostileAnswer(
+        namespace_list([f"n{i}" for i in range(20_000)])
+    )
+    response = await org.viewer.call(NAMESPACES, {"id": space["id"]})
+    assert response["data"]["space"] == {"name": space["name"], "namespaces": None}
+    [error] = response["errors"]
+    assert error["extensions"]["code"] == "PROVIDER_ERROR"
+    assert error["message"].startswith("too many live results in one request: 20,000")
+
+
 async def test_a_60_mb_version_fails_the_probe_as_too_large(org: Org, cluster: KubeStandIn) -> None:
     stream = Metered(iter([b" " * 2**20] * 60))
     cluster.answers["GET /version"] = HostileAnswer(b'{"gitVersion":"v1', stream=iter(stream))
@@ -172,7 +186,9 @@ async def test_a_60_mb_version_fails_the_probe_as_too_large(org: Org, cluster: K
         assert time.monotonic() < deadline, "the first probe never ran"
         await asyncio.sleep(0.05)
     assert probe["ok"] is False
-    assert probe["error"].startswith("answer too large"), probe["error"]
+    assert probe["error"].startswith(
+        "unexpected answer from the API server: too large, more than 65,536 bytes"
+    ), probe["error"]
     # Socket buffers and the stand-in's own writes hold some more; the rest was never sent.
     assert stream.taken < HUGE / 2, f"the probe took {stream.taken:,} bytes of {HUGE:,}"
 

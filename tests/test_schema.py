@@ -35,20 +35,6 @@ CONTRACT = Path(__file__).resolve().parents[2] / "shared" / "contract.graphql"
 # a field, an argument (`Type.field(arg)`) or an enum value; it leaves this list when it is
 # served with the contract's type.
 NOT_YET_BY_ISSUE: dict[str, set[str]] = {
-    "frontend-grade API (10)": {
-        "StatusReasonCode",
-        "Space.statusReasonCode",
-        "ProbeResult.errorCode",
-        "SpaceStatusEvent.id",
-        "SpaceStatusEvent.reasonCode",
-        "SpaceStatusEvent implements Node",
-        "SpaceStatusEventEdge",
-        "SpaceStatusEventConnection",
-        "Query.statusEvents",
-        "ProbeEvent",
-        "Subscription.spaceProbed",
-        "Subscription.spaceStatusChanged(spaceIds)",
-    },
     "access for real teams (11)": {
         "AuditEvent",
         "AuditEventEdge",

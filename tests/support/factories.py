@@ -121,6 +121,14 @@ def azure_credentials(subscription_id: str = AZURE_SUBSCRIPTION) -> dict[str, st
     }
 
 
+def __getattr__(name: str) -> Any:
+    """`AWS_CREDENTIALS`: the session's moto keys, which the EKS stand-in accepts (read
+    while the `clouds` fixture runs)."""
+    if name == "AWS_CREDENTIALS":
+        return credentials_for("AWS")
+    raise AttributeError(name)
+
+
 def credentials_for(provider: str) -> dict[str, Any]:
     """Credentials the session's cloud stand-ins accept."""
     return clouds.active().credentials(provider)
