@@ -15,6 +15,7 @@ import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import aioboto3
@@ -36,10 +37,10 @@ from botocore.signers import RequestSigner
 from providers.clouds import (
     CONNECT_TIMEOUT_S,
     READ_TIMEOUT_S,
-    THROTTLE_RETRIES,
     CloudCluster,
     ClusterLocation,
     Throttled,
+    retry_throttled,
     scrub,
     secret_values,
 )
@@ -60,7 +61,9 @@ THROTTLING = {
 CLIENT_CONFIG = Config(
     connect_timeout=CONNECT_TIMEOUT_S,
     read_timeout=READ_TIMEOUT_S,
-    retries={"mode": "standard", "max_attempts": THROTTLE_RETRIES + 1},
+    # Throttling is retried by retry_throttled (one schedule for every cloud), so botocore
+    # makes each call once.
+    retries={"mode": "standard", "max_attempts": 1},
 )
 
 
@@ -113,65 +116,90 @@ def eks_token(credentials: ReadOnlyCredentials, region: str, cluster_name: str) 
 
 class AwsAdapter:
     async def verify(self, credentials: Mapping[str, Any]) -> None:
-        async with _calls(credentials, "verifying the credentials (STS GetCallerIdentity)"):
-            session = await _session(credentials, default_region())
-            async with session.client("sts", config=CLIENT_CONFIG) as sts:
-                await sts.get_caller_identity()
+        doing = "verifying the credentials (STS GetCallerIdentity)"
+
+        async def call() -> None:
+            async with _calls(credentials, doing):
+                session = await _session(credentials, default_region())
+                async with session.client("sts", config=CLIENT_CONFIG) as sts:
+                    await sts.get_caller_identity()
+
+        await retry_throttled(call, doing)
 
     async def clusters(
         self, credentials: Mapping[str, Any], region: str | None
     ) -> list[CloudCluster]:
         found: list[CloudCluster] = []
         for each in [region] if region else regions_of(credentials):
-            async with _calls(credentials, f"listing EKS clusters in {each}"):
-                session = await _session(credentials, each)
-                async with session.client("eks", config=CLIENT_CONFIG) as eks:
-                    names: list[str] = []
-                    async for page in eks.get_paginator("list_clusters").paginate():
-                        names.extend(page.get("clusters", []))
-                    for name in sorted(names):
-                        described = await _describe(eks, name)
-                        if described is not None:
-                            found.append(_cluster(described, each))
+            doing = f"listing EKS clusters in {each}"
+            found += await retry_throttled(partial(_clusters_in, credentials, each, doing), doing)
         return found
 
     async def describe(
         self, credentials: Mapping[str, Any], location: ClusterLocation
     ) -> CloudCluster | None:
         region = location.region or default_region()
-        async with _calls(credentials, f"describing EKS cluster {location.name} in {region}"):
-            session = await _session(credentials, region)
-            async with session.client("eks", config=CLIENT_CONFIG) as eks:
-                described = await _describe(eks, location.name)
+        doing = f"describing EKS cluster {location.name} in {region}"
+
+        async def call() -> dict[str, Any] | None:
+            async with _calls(credentials, doing):
+                session = await _session(credentials, region)
+                async with session.client("eks", config=CLIENT_CONFIG) as eks:
+                    return await _describe(eks, location.name)
+
+        described = await retry_throttled(call, doing)
         return None if described is None else _cluster(described, region)
 
     async def mint(
         self, credentials: Mapping[str, Any], location: ClusterLocation
     ) -> ClusterCredentials:
         region = location.region or default_region()
-        async with _calls(credentials, f"minting a token for EKS cluster {location.name}"):
-            session = await _session(credentials, region)
-            async with session.client("eks", config=CLIENT_CONFIG) as eks:
-                described = await _describe(eks, location.name)
-            if described is None:
-                raise PermanentError(
-                    f"no EKS cluster {location.name} in {region} on this account; was it deleted?"
+        doing = f"minting a token for EKS cluster {location.name}"
+
+        async def call() -> ClusterCredentials:
+            async with _calls(credentials, doing):
+                session = await _session(credentials, region)
+                async with session.client("eks", config=CLIENT_CONFIG) as eks:
+                    described = await _describe(eks, location.name)
+                if described is None:
+                    raise PermanentError(
+                        f"no EKS cluster {location.name} in {region} on this account; "
+                        "was it deleted?"
+                    )
+                resolved = await session.get_credentials()
+                if resolved is None:
+                    raise NoCredentialsError()
+                frozen = await resolved.get_frozen_credentials()
+                endpoint = described.get("endpoint")
+                if not endpoint:
+                    raise PermanentError(
+                        f"EKS cluster {location.name} has no endpoint yet; is it ACTIVE?"
+                    )
+                return ClusterCredentials(
+                    server=endpoint.rstrip("/"),
+                    ca_pem=_pem((described.get("certificateAuthority") or {}).get("data")),
+                    token=eks_token(frozen, region, location.name),
+                    expires_at=datetime.now(UTC) + TOKEN_LIFETIME,
                 )
-            resolved = await session.get_credentials()
-            if resolved is None:
-                raise NoCredentialsError()
-            frozen = await resolved.get_frozen_credentials()
-            endpoint = described.get("endpoint")
-            if not endpoint:
-                raise PermanentError(
-                    f"EKS cluster {location.name} has no endpoint yet; is it ACTIVE?"
-                )
-            return ClusterCredentials(
-                server=endpoint.rstrip("/"),
-                ca_pem=_pem((described.get("certificateAuthority") or {}).get("data")),
-                token=eks_token(frozen, region, location.name),
-                expires_at=datetime.now(UTC) + TOKEN_LIFETIME,
-            )
+
+        return await retry_throttled(call, doing)
+
+
+async def _clusters_in(
+    credentials: Mapping[str, Any], region: str, doing: str
+) -> list[CloudCluster]:
+    async with _calls(credentials, doing):
+        session = await _session(credentials, region)
+        async with session.client("eks", config=CLIENT_CONFIG) as eks:
+            names: list[str] = []
+            async for page in eks.get_paginator("list_clusters").paginate():
+                names.extend(page.get("clusters", []))
+            found = []
+            for name in sorted(names):
+                described = await _describe(eks, name)
+                if described is not None:
+                    found.append(_cluster(described, region))
+            return found
 
 
 def _cluster(described: Mapping[str, Any], region: str) -> CloudCluster:
@@ -240,10 +268,7 @@ def _wrapped(error: Exception, doing: str, secrets: list[str]) -> ProviderError:
         said = f"AWS answered {code}" + (f": {message}" if message else "")
         status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
         if code in THROTTLING or status == 429:
-            return Throttled(
-                f"throttled: {doing} failed, AWS kept answering {code} after "
-                f"{THROTTLE_RETRIES + 1} attempts; try again in a minute"
-            )
+            return Throttled(f"throttled: {doing}: AWS answered {code}")
         if status >= 500:
             return TemporaryError(f"{doing} failed: {said}")
         return PermanentError(f"{doing} failed: {said}")

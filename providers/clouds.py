@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 15.0
 # Throttled calls are retried this many times, doubling the wait from THROTTLE_BACKOFF_S.
 THROTTLE_RETRIES = 3
-THROTTLE_BACKOFF_S = float(os.environ.get("SPACEDOCK_CLOUD_THROTTLE_BACKOFF_S", "0.5"))
+THROTTLE_BACKOFF_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -132,8 +131,8 @@ async def retry_throttled(call: Callable[[], Awaitable[T]], what: str) -> T:
         return await call()
     except Throttled as error:
         raise Throttled(
-            f"throttled: {what} kept answering 429 after {THROTTLE_RETRIES + 1} attempts; "
-            "try again in a minute"
+            f"throttled: {what}: the cloud refused {THROTTLE_RETRIES + 1} attempts as too many "
+            "requests; try again in a minute"
         ) from error
 
 

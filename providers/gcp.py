@@ -76,9 +76,10 @@ def _refreshed(credentials: Mapping[str, Any]) -> tuple[str, datetime]:
         raise TemporaryError(
             "connection failed: Google's token endpoint cannot be reached"
         ) from error
-    except (ValueError, KeyError) as error:
+    except (ValueError, KeyError, TypeError) as error:
+        # google-auth signs RS256 only: another key type fails inside its signer.
         raise PermanentError(
-            "the service account key cannot be used (its private_key is not a usable key)"
+            "the service account key cannot be used (its private_key must be an RSA key)"
         ) from error
     expiry = google_credentials.expiry
     expires_at = (

@@ -97,7 +97,6 @@ class Clouds:
             "AWS_DEFAULT_REGION": "us-east-1",
             "AWS_ACCESS_KEY_ID": "",
             "AWS_SECRET_ACCESS_KEY": "",
-            "SPACEDOCK_CLOUD_THROTTLE_BACKOFF_S": "0.05",
         }
 
     def _seen(self, check: Callable[[str], bool]) -> Callable[[str], bool]:
