@@ -28,7 +28,7 @@ async def cloud_accounts_page(
 ) -> Page[CloudAccount]:
     context.caller.require_to_read("cloudaccount:view")
     first, after = window(first, after, "CloudAccount")
-    async with context.services.read() as session:
+    async with context.loaders.reading() as session:
         return await owned.org_page(session, CloudAccount, context.caller.org_id, first, after)
 
 
@@ -46,7 +46,7 @@ async def spaces_page(
     page = keyset(first, after, last, before, "Space", order)
     _check_search(where.search)
     field, _, direction = (order or "").partition(":")
-    async with context.services.read() as session:
+    async with context.loaders.reading() as session:
         found = await spaces.list_spaces(
             session,
             context.caller.org_id,
@@ -62,7 +62,7 @@ async def spaces_page(
 async def space_counts(context: Context, where: spaces.SpaceWhere) -> dict[str, int]:
     context.caller.require_to_read("space:view")
     _check_search(where.search)
-    async with context.services.read() as session:
+    async with context.loaders.reading() as session:
         return await spaces.count_spaces(
             session,
             context.caller.org_id,
@@ -92,7 +92,7 @@ async def environments_page(
 ) -> Page[Environment]:
     context.caller.require_to_read("environment:view")
     first, after = window(first, after, "Environment")
-    async with context.services.read() as session:
+    async with context.loaders.reading() as session:
         return await owned.org_page(session, Environment, context.caller.org_id, first, after)
 
 
