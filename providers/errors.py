@@ -1,10 +1,10 @@
 """Our own error hierarchy at the provider boundary, with reasons people can tell apart.
 
 Every failure to reach a cloud or a cluster becomes a `ProviderError` whose
-`reason` starts with one of the words in DESIGN.md (`DNS`, `connection
-refused`, `TLS`, `401 unauthorized`, `403 forbidden`, `timeout`, `HTTP 5xx`,
-`cluster access revoked`). `TemporaryError` carries a retry delay; the SDK
-error is chained as `__cause__` and never put in the reason, so that no
+`reason` starts with one of the reason words of the probe semantics (`DNS`,
+`connection refused`, `TLS`, `401 unauthorized`, `403 forbidden`, `timeout`,
+`HTTP 5xx`, `cluster access revoked`). `TemporaryError` marks failures that may
+pass by themselves, `PermanentError` the others; the SDK error is chained as `__cause__` and never put in the reason, so that no
 token or key can leak through a message.
 """
 
@@ -24,9 +24,8 @@ class ProviderError(Exception):
 
 
 class TemporaryError(ProviderError):
-    def __init__(self, reason: str, delay_s: float = 5.0) -> None:
-        super().__init__(reason)
-        self.delay_s = delay_s
+    """A failure that may pass by itself (timeouts, refused connections, 5xx); callers
+    retry on their own schedule (the next probe, the reconciler's backoff)."""
 
 
 class PermanentError(ProviderError):

@@ -188,9 +188,6 @@ class TlsContexts:
         self._kind = kind
         self._contexts: OrderedDict[bytes, ssl.SSLContext] = OrderedDict()
 
-    def __len__(self) -> int:
-        return len(self._contexts)
-
     def for_credentials(self, credentials: ClusterCredentials) -> ssl.SSLContext:
         digest = hashlib.sha256()
         for part in (
