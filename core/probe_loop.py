@@ -26,8 +26,10 @@ from datetime import datetime, timedelta
 from typing import ClassVar
 
 from core.clusters import credentials_for
+from core.events import SPACE_PROBED
 from core.health import probe_state
 from core.loops import Loop, LoopStats, describe, metric
+from core.reasons import StatusReasonCode, failure_code
 from core.services import Services, utcnow
 from core.spaces import record_transition
 from core.status_rules import ProbeResult, ProbeState, after_probe, visible_status
@@ -80,6 +82,29 @@ class _Result:
     space_id: str
     at: datetime
     outcome: ProbeOutcome
+    # Whether the failure came from getting the credential, not from the cluster.
+    minting: bool = False
+
+    @property
+    def error_code(self) -> StatusReasonCode | None:
+        if self.outcome.error is None:
+            return None
+        return failure_code(self.outcome.error, minting=self.minting)
+
+
+def probed_payload(space: Space, write: probe_rows.ProbeWrite) -> dict[str, object]:
+    """A probe result as spaceProbed subscribers receive it."""
+    return {
+        "org_id": space.org_id,
+        "space_id": space.id,
+        "at": write.at.isoformat(),
+        "ok": write.ok,
+        "version": write.version,
+        "latency_ms": write.latency_ms,
+        "error": write.error,
+        "error_code": write.error_code,
+        "failures": write.consecutive_failures,
+    }
 
 
 class ProbeLoop:
@@ -172,7 +197,8 @@ class ProbeLoop:
             outcome = ProbeOutcome(False, waited_ms, error=why)
         self.stats.probes += 1
         self.stats.failures += not outcome.ok
-        self._results.append(_Result(space.id, utcnow(), outcome))
+        minting = credentials is None  # the failure came from getting the credential
+        self._results.append(_Result(space.id, utcnow(), outcome, minting))
         self._results_ready.set()
 
     # -- writing results ----------------------------------------------------
@@ -208,8 +234,11 @@ class ProbeLoop:
                     continue
                 outcome = result.outcome
                 before = states[space.id]
+                error_code = result.error_code
                 after, reason = after_probe(
-                    before, ProbeResult(outcome.ok, outcome.version, outcome.error), threshold
+                    before,
+                    ProbeResult(outcome.ok, outcome.version, outcome.error, error_code),
+                    threshold,
                 )
                 states[space.id] = after
                 writes[space.id] = probe_rows.ProbeWrite(
@@ -221,11 +250,15 @@ class ProbeLoop:
                     version=outcome.version,
                     latency_ms=outcome.latency_ms,
                     error=outcome.error,
+                    error_code=error_code,
                 )
+                unit.publish(SPACE_PROBED, probed_payload(space, writes[space.id]))
                 shown_before = visible_status(before, held=space.held)[0]
                 shown_after = visible_status(after, held=space.held)[0]
                 if shown_after != shown_before:
                     await record_transition(unit, space, shown_before, shown_after, reason)
-                    log.info("space %s: %s -> %s (%s)", space.id, shown_before, shown_after, reason)
+                    log.info(
+                        "space %s: %s -> %s (%s)", space.id, shown_before, shown_after, reason.words
+                    )
                     self.stats.transitions += 1
             await probe_rows.write_results(unit.session, list(writes.values()))

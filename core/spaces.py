@@ -17,9 +17,10 @@ from core.health import stored_status
 from core.ids import new_id
 from core.names import check_new_name, cloud_name_problem
 from core.rbac import Viewer
+from core.reasons import StatusReasonCode
 from core.secrets import SecretBox
 from core.services import Unit
-from core.status_rules import HOLD_LIFTED, OPERATOR_HOLD, REGISTERED
+from core.status_rules import DEREGISTERED, HOLD_LIFTED, OPERATOR_HOLD, REGISTERED, Reason
 from core.statuses import SpaceStatus
 from db import cloud_accounts as account_rows
 from db import cloudspaces as cloudspace_rows
@@ -242,7 +243,9 @@ async def register(
     # A concurrent registration of the same name or cluster fails this insert; the
     # mutation is then retried and the checks above answer CONFLICT.
     await owned.add(unit.session, space)
-    await record_transition(unit, space, None, SpaceStatus.UNKNOWN, REGISTERED)
+    await record_transition(
+        unit, space, None, SpaceStatus.UNKNOWN, Reason(REGISTERED, StatusReasonCode.REGISTERED)
+    )
     unit.probe_soon = True
     return space
 
@@ -255,7 +258,7 @@ async def space_in_org(unit: Unit, viewer: Viewer, space_id: str, field: list[st
 
 
 async def record_transition(
-    unit: Unit, space: Space, previous: str | None, status: str, reason: str | None
+    unit: Unit, space: Space, previous: str | None, status: str, reason: Reason
 ) -> None:
     event = await space_rows.add_event(
         unit.session,
@@ -264,7 +267,8 @@ async def record_transition(
             org_id=space.org_id,
             previous=previous,
             status=status,
-            reason=reason,
+            reason=reason.words,
+            reason_code=reason.code,
             at=unit.now,
         ),
     )
@@ -286,12 +290,12 @@ async def set_status(unit: Unit, viewer: Viewer, space_id: str, status: str) -> 
     previous = stored_status(space)
     if status == SpaceStatus.INACTIVE:
         space.held = True
-        reason = OPERATOR_HOLD
+        reason = Reason(OPERATOR_HOLD, StatusReasonCode.OPERATOR_HOLD)
     else:
         space.held = False
         space.next_probe_at = unit.now  # take the probes' verdict, starting with a fresh one
         unit.probe_soon = True
-        reason = HOLD_LIFTED
+        reason = Reason(HOLD_LIFTED, StatusReasonCode.HOLD_LIFTED)
     unit.session.add(space)
     await unit.session.flush()
     if stored_status(space) != previous:
@@ -313,8 +317,18 @@ async def deregister(unit: Unit, viewer: Viewer, space_id: str) -> Space:
             "delete them before deregistering it",
             "PRECONDITION_FAILED",
         )
+    # Deregistration is a transition: the space reads INACTIVE from now on, and its
+    # subscribers hear so.
+    previous = stored_status(space)
     space.deregistered_at = unit.now
     unit.session.add(space)
+    await record_transition(
+        unit,
+        space,
+        previous,
+        stored_status(space),
+        Reason(DEREGISTERED, StatusReasonCode.DEREGISTERED),
+    )
     if space.cloud_account_id is not None:
         config = public_config(space)
         key = accounts.cluster_key(
