@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from sqlmodel import col
 
@@ -42,7 +42,7 @@ from core.loops import Loop, LoopStats, describe, metric
 from core.services import Services, Unit, utcnow
 from db import claims
 from db import cloudspaces as cloudspace_rows
-from db.tables import CloudSpace
+from db.tables import CloudSpace, Space
 from providers import host as host_api
 from providers.credentials import ClusterCredentials
 from providers.errors import ProviderError
@@ -122,6 +122,8 @@ class Reconciler:
         self.owner = owner_name()
         self.stats = ReconcileStats()
         self.loop = Loop("reconcile", self.stats, concurrency)
+        # The Flux manifests, read once per process (a release URL's content is fixed).
+        self._flux_objects: list[dict[str, Any]] | None = None
 
     @property
     def poll_s(self) -> float:
@@ -142,9 +144,15 @@ class Reconciler:
         )
 
     async def stop(self) -> None:
-        """Stops claiming and abandons the steps in flight; their leases run out and the
-        persisted step runs again, here or on another replica."""
+        """Stops claiming and abandons the steps in flight, then hands their CloudSpaces
+        back, so the persisted steps run again at once, here after a restart or on another
+        replica. (After a crash, the leases run out instead.)"""
         await self.loop.stop()
+        try:
+            async with self.services.unit() as unit:
+                await cloudspace_rows.release_all(unit.session, self.owner, unit.now)
+        except Exception as error:  # shutting down: the leases run out by themselves
+            log.warning("CloudSpace leases not handed back: %s", describe(error))
 
     # -- claiming ---------------------------------------------------------------
     async def _claim_step(self) -> None:
@@ -178,16 +186,19 @@ class Reconciler:
     # -- one CloudSpace -----------------------------------------------------------
     async def _work(self, row: CloudSpace | None) -> None:
         """Runs the CloudSpace's steps while they are done at once; stops at a wait, a
-        failure, READY's refresh, the end of deletion, or a lost lease."""
+        failure, READY's refresh, the end of deletion, or a lost lease. The host space is
+        read once for the whole run (it cannot be deregistered while it hosts this)."""
+        host: Space | None = None
         while row is not None and not self.loop.stopped:
+            if host is None:
+                async with self.services.read() as session:
+                    host = await cloudspace_rows.host_space(session, row.host_space_id)
             step = row.step
-            outcome = await self._run(row)
+            outcome = await self._run(row, host)
             row = await self._persist(row.id, step, outcome)
 
-    async def _run(self, row: CloudSpace) -> Outcome:
+    async def _run(self, row: CloudSpace, host: Space | None) -> Outcome:
         try:
-            async with self.services.read() as session:
-                host = await cloudspace_rows.host_space(session, row.host_space_id)
             if host is None:
                 return Failed("the host space no longer exists")
             credentials = await rules.host_credentials(self.services, host)
@@ -397,7 +408,10 @@ class Reconciler:
         return await self._in_vcluster(row, host, work)
 
     async def _flux(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
-        objects = vc.flux_objects(await host_api.read_manifests(self.settings.flux_manifests))
+        if self._flux_objects is None:
+            text = await host_api.read_manifests(self.settings.flux_manifests)
+            self._flux_objects = vc.flux_objects(text)
+        objects = self._flux_objects
 
         async def work(vcluster: host_api.Kube) -> Outcome:
             await self._apply_all(vcluster, objects)
