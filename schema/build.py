@@ -17,6 +17,7 @@ from resolvers.context import OperationLoaders
 from schema.errors import ErrorPolicy
 from schema.limits import MAX_TOKENS, DocumentLimits
 from schema.mutation import Mutation
+from schema.policies import DeniedFields
 from schema.query import Query
 from schema.subscription import Subscription
 from schema.types import CloudAccount, CloudSpace, Environment, Org, Space
@@ -54,6 +55,7 @@ schema = SpacedockSchema(
         DocumentLimits,
         SubscriptionsOverWebSocket,
         OperationLoaders,
+        DeniedFields,
         ErrorPolicy,
     ],
 )
