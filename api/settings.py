@@ -66,6 +66,8 @@ class Settings:
     metrics_token: str | None = None
     # issue 7 (hostile clusters): how much of one cluster answer is read.
     cluster_max_body_bytes: int = 4 * 2**20
+    # issue 11 (access): how long audit events are kept.
+    audit_retention_days: float = 90.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -85,6 +87,7 @@ class Settings:
             max_subscriptions_per_token=int(_number("SPACEDOCK_MAX_SUBSCRIPTIONS_PER_TOKEN", 500)),
             metrics_token=os.environ.get("SPACEDOCK_METRICS_TOKEN") or None,
             cluster_max_body_bytes=int(_number("SPACEDOCK_CLUSTER_MAX_BODY_BYTES", 4 * 2**20)),
+            audit_retention_days=_number("SPACEDOCK_AUDIT_RETENTION_DAYS", 90.0),
         )
 
     def secret_box(self) -> SecretBox:

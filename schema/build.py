@@ -14,6 +14,7 @@ from strawberry.types import ExecutionContext
 from strawberry.types.graphql import OperationType
 
 from resolvers.context import OperationLoaders
+from schema.audit import AuditMutations
 from schema.errors import ErrorPolicy
 from schema.limits import MAX_TOKENS, DocumentLimits
 from schema.mutation import Mutation
@@ -56,6 +57,7 @@ schema = SpacedockSchema(
         SubscriptionsOverWebSocket,
         OperationLoaders,
         DeniedFields,
+        AuditMutations,
         ErrorPolicy,
     ],
 )

@@ -57,13 +57,6 @@ NOT_YET_BY_ISSUE: dict[str, set[str]] = {
         "Subscription.spaceProbed",
         "Subscription.spaceStatusChanged(spaceIds)",
     },
-    "access for real teams (11)": {
-        "AuditEvent",
-        "AuditEventEdge",
-        "AuditEventConnection",
-        "AuditFilter",
-        "Query.auditEvents",
-    },
 }
 NOT_YET: set[str] = set().union(*NOT_YET_BY_ISSUE.values())
 
