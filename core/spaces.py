@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from core import accounts
+from core import accounts, cluster_endpoints
 from core.errors import Problems, UserErrors
 from core.events import SPACE_STATUS
 from core.health import stored_status
@@ -27,7 +26,6 @@ from db import cloudspaces as cloudspace_repo
 from db import owned
 from db import spaces as repo
 from db.tables import CloudAccount, Space, SpaceStatusEvent
-from providers.network import denied_address
 
 PUBLIC_CONFIG = ("clusterName", "region", "projectId", "resourceGroup", "subscriptionId", "server")
 GENERIC_SECRETS = ("caCert", "serviceAccountToken", "clientCertificate", "clientKey")
@@ -57,28 +55,7 @@ class RegisterSpaceRequest:
 
 
 def _check_server(problems: Problems, server: str, deny: tuple[Any, ...]) -> str | None:
-    parts = urlsplit(server)
-    if parts.scheme != "https" or not parts.hostname:
-        problems.add(["config", "server"], "server must be an https:// URL of the API server")
-        return None
-    if parts.query or parts.fragment or parts.username:
-        problems.add(
-            ["config", "server"], "server must not carry credentials, a query or a fragment"
-        )
-        return None
-    try:
-        port = parts.port
-    except ValueError:  # urlsplit checks the port only when it is read
-        port = 0
-    if port == 0:
-        problems.add(["config", "server"], "server has a port outside 1-65535")
-        return None
-    if (why := denied_address(parts.hostname, deny)) is not None:
-        problems.add(["config", "server"], f"server is not allowed, {why}")
-        return None
-    if port == 443:  # the same cluster as without the port: one identity, one registration
-        server = parts._replace(netloc=parts.netloc.rsplit(":", 1)[0]).geturl()
-    return server.rstrip("/")
+    return cluster_endpoints.check_server(problems, server, deny)
 
 
 def _check_generic_secrets(problems: Problems, config: dict[str, str]) -> None:
@@ -122,6 +99,8 @@ def _check_generic_secrets(problems: Problems, config: dict[str, str]) -> None:
             problems.add(
                 ["config", "clientKey"], "clientKey must be an unencrypted PEM private key"
             )
+    if certificate is not None and key is not None:
+        cluster_endpoints.check_client_pair(problems, certificate, key)
 
 
 def _check_config(

@@ -155,10 +155,14 @@ def private_files(**contents: str) -> Iterator[dict[str, str]]:
         yield paths
 
 
-def tls_context(credentials: ClusterCredentials) -> ssl.SSLContext:
-    """A context that trusts only the cluster's CA and presents its client certificate."""
+def tls_context(
+    credentials: ClusterCredentials, kind: type[ssl.SSLContext] = ssl.SSLContext
+) -> ssl.SSLContext:
+    """A context that trusts only the cluster's CA and presents its client certificate;
+    `kind` may be a subclass (the prober's resumes TLS sessions)."""
     try:
-        context = ssl.create_default_context(cadata=credentials.ca_pem)
+        context = kind(ssl.PROTOCOL_TLS_CLIENT)  # verifies the chain and the host name
+        context.load_verify_locations(cadata=credentials.ca_pem)
         if credentials.client_certificate_pem and credentials.client_key_pem:
             with private_files(
                 cert=credentials.client_certificate_pem, key=credentials.client_key_pem
@@ -177,8 +181,11 @@ class TlsContexts:
     Keys are digests, so the cache holds no key material besides what the
     contexts themselves carry."""
 
-    def __init__(self, kept: int = TLS_CONTEXTS_KEPT) -> None:
+    def __init__(
+        self, kept: int = TLS_CONTEXTS_KEPT, kind: type[ssl.SSLContext] = ssl.SSLContext
+    ) -> None:
         self._kept = kept
+        self._kind = kind
         self._contexts: OrderedDict[bytes, ssl.SSLContext] = OrderedDict()
 
     def __len__(self) -> int:
@@ -198,7 +205,7 @@ class TlsContexts:
         if context is not None:
             self._contexts.move_to_end(key)
             return context
-        context = tls_context(credentials)
+        context = tls_context(credentials, self._kind)
         self._contexts[key] = context
         if len(self._contexts) > self._kept:
             self._contexts.popitem(last=False)

@@ -128,6 +128,8 @@ class KubeStandIn:
         self.status_code: int | None = None
         self.delay_s = 0.0
         self.requests: Counter[str] = Counter()
+        # TLS handshakes of the connections requests came on: "resumed" or "full" (issue 12).
+        self.handshakes: Counter[str] = Counter()
         self.objects: dict[str, dict[str, dict[str, Any]]] = {}
         self.namespaces: dict[str, dict[str, Any]] = {}
         for name in ("default", "kube-system"):
@@ -266,6 +268,9 @@ class KubeStandIn:
         match = ROUTE.match(request.path)
         api = match.group("api") if match else request.path
         self.requests[f"{request.method} {api.split('?')[0]}"] += 1
+        tls = request.transport.get_extra_info("ssl_object") if request.transport else None
+        if isinstance(tls, ssl.SSLObject):
+            self.handshakes["resumed" if tls.session_reused else "full"] += 1
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if self.redirect_to is not None:
