@@ -27,6 +27,7 @@ from core.probe_loop import ProbeLoop, ProbeSettings
 from core.services import Services
 from db.engine import Database
 from db.notify import PostgresNotifier
+from providers.oidc import OidcVerifier, Sso
 from providers.probe import VersionProber
 
 log = logging.getLogger("spacedock")
@@ -48,6 +49,13 @@ def build_services(settings: Settings) -> Services:
         deny_networks=settings.cluster_deny_cidrs,
         cluster_max_body_bytes=settings.cluster_max_body_bytes,
         cloudspaces=settings.cloudspaces,
+        sso=None
+        if settings.oidc_issuer is None or settings.oidc_audience is None
+        else Sso(
+            OidcVerifier(settings.oidc_issuer, settings.oidc_audience),
+            settings.oidc_org_claim,
+            settings.oidc_role_claim,
+        ),
     )
 
 

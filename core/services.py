@@ -22,6 +22,7 @@ from core.vclusters import CloudSpaceSettings
 from db.engine import Database
 from providers.credentials import CredentialCache
 from providers.network import DEFAULT_MAX_BODY_BYTES
+from providers.oidc import Sso
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -58,6 +59,8 @@ class Services:
     cloudspaces: CloudSpaceSettings = field(default_factory=CloudSpaceSettings)
     # Set when a CloudSpace has work now (created, resized, deleted).
     reconcile_wanted: asyncio.Event = field(default_factory=asyncio.Event)
+    # SSO with bearer JWTs (SPACEDOCK_OIDC_*); None: API tokens only.
+    sso: Sso | None = None
 
     @asynccontextmanager
     async def unit(self, read_only: bool = False) -> AsyncIterator[Unit]:
