@@ -105,7 +105,7 @@ def create_app(settings: Settings) -> Starlette:
     )
     probes = build_probe_loop(settings, services)
     # Every background loop's stats join here; /metrics renders whatever is listed.
-    housekeeping = Housekeeping(services, settings.audit_retention_days)
+    housekeeping = Housekeeping(services, settings.audit_retention_days, view.sessions)
     metric_sources: list[MetricSource] = [
         ProcessMetrics(services),
         probes.stats,

@@ -3,7 +3,8 @@
 HTTP requests are authenticated before strawberry sees them (401 with a
 GraphQL-shaped body); the GraphiQL page itself, a browser GET, needs no
 token. WebSocket clients send the token in `connection_init`; a bad one
-closes the socket with 4403.
+closes the socket with 4403, and so does a credential revoked or expired while the
+socket is open (with the reason; nothing is sent after).
 
 Whatever a client sends, the answer is GraphQL-shaped: a request that is not a
 GraphQL request (a body that is not a JSON object, not JSON, too large, too slow,
@@ -45,7 +46,8 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 
 from api import graphiql
 from core.auth import Unauthenticated, authenticate
-from core.services import Services
+from core.services import Services, utcnow
+from core.sessions import Session, Sessions, expiry_reason
 from db.outages import is_unavailable, outages
 from resolvers.context import Context
 from schema.build import schema
@@ -61,6 +63,8 @@ SERVICE_UNAVAILABLE = "SERVICE_UNAVAILABLE"
 # graphql-transport-ws close codes: a malformed message, and "try again later".
 WS_BAD_MESSAGE = 4400
 WS_TRY_AGAIN_LATER = 1013
+# The credential was revoked or expired while the socket was open (as a rejected init).
+WS_CREDENTIAL_ENDED = 4403
 
 
 @dataclass(frozen=True)
@@ -248,6 +252,36 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
             outages.failed(error)
             await self.websocket.close(WS_TRY_AGAIN_LATER, "database unavailable; retry shortly")
 
+    # issue 11: a connection lives no longer than its credential (core.sessions).
+    session: Session | None = None
+    ended = False
+
+    async def handle_connection_init(self, message: Any) -> None:
+        await super().handle_connection_init(message)
+        if self.connection_acknowledged and self.context.viewer is not None:
+            self.session = self.view.sessions.open(self.context.viewer, self.end_session)
+
+    async def shutdown(self) -> None:
+        if self.session is not None:
+            self.view.sessions.close(self.session)
+        await super().shutdown()
+
+    async def end_session(self, reason: str) -> None:
+        """Stops every operation, then closes 4403 with the reason; nothing is sent after."""
+        self.ended = True
+        for operation_id in list(self.operations):
+            await self.cleanup_operation(operation_id)
+        await self.websocket.close(WS_CREDENTIAL_ENDED, reason)
+
+    async def send_message(self, message: Any) -> None:
+        if self.ended:
+            return
+        viewer = self.context.viewer
+        if viewer is not None and (reason := expiry_reason(viewer, utcnow())) is not None:
+            await self.end_session(reason)
+            return
+        await super().send_message(message)
+
     async def subscribe_counted(self, message: Any) -> None:
         """Starts the operation unless its credential already holds the most it may."""
         counts = self.view.subscriptions
@@ -304,7 +338,12 @@ def message_problem(message: object) -> str | None:
 class GraphQLView(GraphQL[Context, None]):
     graphql_transport_ws_handler_class = TransportWS
 
-    def __init__(self, services: Services, limits: TransportLimits | None = None) -> None:
+    def __init__(
+        self,
+        services: Services,
+        limits: TransportLimits | None = None,
+        sessions: Sessions | None = None,
+    ) -> None:
         super().__init__(
             schema,
             subscription_protocols=[GRAPHQL_TRANSPORT_WS_PROTOCOL],
@@ -313,6 +352,7 @@ class GraphQLView(GraphQL[Context, None]):
         self.services = services
         self.limits = limits or TransportLimits()
         self.subscriptions = SubscriptionCounts(self.limits.max_subscriptions_per_token)
+        self.sessions = sessions or Sessions()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

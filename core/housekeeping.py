@@ -1,8 +1,9 @@
-"""The access housekeeping loop: audit events past SPACEDOCK_AUDIT_RETENTION_DAYS are
-pruned, in small steps, by a guarded task of the loop kit.
+"""The access housekeeping loop, two guarded tasks of the loop kit:
 
-It runs ten times per retention period (at most hourly), so a short retention, as
-tests use, is honoured within a tenth of itself.
+- audit events past SPACEDOCK_AUDIT_RETENTION_DAYS are pruned ten times per retention
+  period (at most hourly), so a short retention, as tests use, holds within a tenth;
+- every second, WebSockets whose credential was revoked or expired are closed
+  (core.sessions).
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from typing import ClassVar
 from core import audit
 from core.loops import Loop, LoopStats, metric
 from core.services import Services
+from core.sessions import Sessions
 
 log = logging.getLogger("spacedock.housekeeping")
 
 MIN_INTERVAL_S = 0.1
 MAX_INTERVAL_S = 3600.0
+SESSION_CHECK_S = 1.0
 
 
 @dataclass
@@ -30,11 +33,17 @@ class HousekeepingStats(LoopStats):
         "spacedock_audit_events_pruned_total",
         "Audit events deleted after SPACEDOCK_AUDIT_RETENTION_DAYS.",
     )
+    sessions_ended: int = metric(
+        "counter",
+        "spacedock_websockets_ended_total",
+        "WebSockets closed (4403) because their token was revoked or their credential expired.",
+    )
 
 
 class Housekeeping:
-    def __init__(self, services: Services, audit_retention_days: float) -> None:
+    def __init__(self, services: Services, audit_retention_days: float, sessions: Sessions) -> None:
         self.services = services
+        self.sessions = sessions
         self.retention_days = audit_retention_days
         self.interval_s = min(
             MAX_INTERVAL_S, max(MIN_INTERVAL_S, audit_retention_days * 86400 / 10)
@@ -44,6 +53,7 @@ class Housekeeping:
 
     def start(self) -> None:
         self.loop.run("audit-retention", self._prune_step)
+        self.loop.run("credential-sessions", self._sessions_step)
         log.info(
             "housekeeping started: audit events kept %g days, pruned every %gs",
             self.retention_days,
@@ -55,6 +65,10 @@ class Housekeeping:
             pruned = await audit.prune(unit, self.retention_days)
         self.stats.audit_pruned += pruned
         await self.loop.nap(self.interval_s)
+
+    async def _sessions_step(self) -> None:
+        self.stats.sessions_ended += await self.sessions.check(self.services)
+        await self.loop.nap(SESSION_CHECK_S)
 
     async def stop(self) -> None:
         await self.loop.stop()
