@@ -216,9 +216,18 @@ async def test_a_custom_role_grants_exactly_its_policies_and_follows_updates(
     assert who["customRole"] == {"id": role["id"], "name": role["name"]}
     assert set(who["permissions"]) == {"space:view", "space:create"}
 
+    # The payload asks only for what the role may view (cloudAccount would be FORBIDDEN).
+    register = f"""
+    mutation($input: RegisterSpaceInput!) {{
+      registerSpace(input: $input) {{ space {{ id name }} {make.USER_ERRORS} }}
+    }}"""
+    hold = f"""
+    mutation($input: SetSpaceStatusInput!) {{
+      setSpaceStatus(input: $input) {{ space {{ id held }} {make.USER_ERRORS} }}
+    }}"""
     space = make.succeeded(
         await caller.mutate(
-            make.REGISTER_SPACE,
+            register,
             {
                 "input": {
                     "name": make.unique("s"),
@@ -228,9 +237,7 @@ async def test_a_custom_role_grants_exactly_its_policies_and_follows_updates(
             },
         )
     )["space"]
-    held = await caller.mutate(
-        make.SET_SPACE_STATUS, {"input": {"id": space["id"], "status": "INACTIVE"}}
-    )
+    held = await caller.mutate(hold, {"input": {"id": space["id"], "status": "INACTIVE"}})
     assert [e["code"] for e in held["userErrors"]] == ["FORBIDDEN"]
     assert role["name"] in held["userErrors"][0]["message"]
 
@@ -239,9 +246,7 @@ async def test_a_custom_role_grants_exactly_its_policies_and_follows_updates(
             UPDATE_ROLE, {"input": {"id": role["id"], "policies": ["space:view", "space:update"]}}
         )
     )
-    held = await caller.mutate(
-        make.SET_SPACE_STATUS, {"input": {"id": space["id"], "status": "INACTIVE"}}
-    )
+    held = await caller.mutate(hold, {"input": {"id": space["id"], "status": "INACTIVE"}})
     assert held["userErrors"] == [], "the new policies hold at once"
 
 
