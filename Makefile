@@ -44,6 +44,7 @@ bench: install
 	$(BIN)/python bench/graphql_reads.py
 	$(BIN)/python bench/fanout.py
 	$(BIN)/python bench/probe.py
+	$(BIN)/python bench/cloudspaces.py
 
 schema: install
 	$(BIN)/spacedock export-schema

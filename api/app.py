@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -22,8 +24,10 @@ from api.settings import Settings
 from core.events import EventBus, InProcessBus, PostgresBus
 from core.health import HealthRule
 from core.housekeeping import Housekeeping
+from core.live_calls import LiveCallLimits, LiveCalls
 from core.metrics import MetricSource, Sample, exposition
 from core.probe_loop import ProbeLoop, ProbeSettings
+from core.reconciler import Reconciler
 from core.services import Services
 from db.engine import Database
 from db.notify import PostgresNotifier
@@ -48,6 +52,13 @@ def build_services(settings: Settings) -> Services:
         health=HealthRule(settings.probe_interval_s),
         deny_networks=settings.cluster_deny_cidrs,
         cluster_max_body_bytes=settings.cluster_max_body_bytes,
+        live_calls=LiveCalls(
+            LiveCallLimits(
+                per_request=settings.live_calls_per_request,
+                concurrency_per_request=settings.live_call_concurrency,
+                concurrency_per_server=settings.live_calls_per_server,
+            )
+        ),
         cloudspaces=settings.cloudspaces,
         sso=None
         if settings.oidc_issuer is None or settings.oidc_audience is None
@@ -56,6 +67,7 @@ def build_services(settings: Settings) -> Services:
             settings.oidc_org_claim,
             settings.oidc_role_claim,
         ),
+        live_field_timeout_s=settings.live_field_timeout_s,
     )
 
 
@@ -93,6 +105,23 @@ class ProcessMetrics:
         ]
 
 
+def cors(origins: tuple[str, ...]) -> list[Middleware]:
+    """Browsers on these origins may call every HTTP route (GraphQL, the REST kubeconfig
+    routes) with a bearer token; none when unset. WebSockets check their Origin in the
+    GraphQL view, since browsers do not preflight them."""
+    if not origins:
+        return []
+    return [
+        Middleware(
+            CORSMiddleware,
+            allow_origins=list(origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+            max_age=600,
+        )
+    ]
+
+
 def create_app(settings: Settings) -> Starlette:
     services = build_services(settings)
     view = GraphQLView(
@@ -102,13 +131,16 @@ def create_app(settings: Settings) -> Starlette:
             read_timeout_s=settings.request_read_timeout_s,
             max_subscriptions_per_token=settings.max_subscriptions_per_token,
         ),
+        allowed_origins=settings.cors_origins,
     )
     probes = build_probe_loop(settings, services)
     # Every background loop's stats join here; /metrics renders whatever is listed.
     housekeeping = Housekeeping(services, settings.audit_retention_days, view.sessions)
+    reconciler = Reconciler(services)
     metric_sources: list[MetricSource] = [
         ProcessMetrics(services),
         probes.stats,
+        reconciler.stats,
         housekeeping.stats,
     ]
 
@@ -117,6 +149,7 @@ def create_app(settings: Settings) -> Starlette:
         await services.database.migrate()
         probes.start()
         housekeeping.start()
+        reconciler.start()
         # What is loaded by now lives as long as the process. Out of the collector's reach,
         # it no longer makes every full collection pause requests for ~250 ms
         # (bench/graphql_reads.py: p95 of a 100-space read 280 ms before, ~70 ms after).
@@ -128,6 +161,7 @@ def create_app(settings: Settings) -> Starlette:
         finally:
             await probes.stop()
             await housekeeping.stop()
+            await reconciler.stop()
             await services.database.dispose()
 
     async def healthz(request: Request) -> Response:
@@ -160,6 +194,6 @@ def create_app(settings: Settings) -> Starlette:
     ]
     if graphiql.ASSETS.is_dir():
         routes.append(Mount("/graphiql", StaticFiles(directory=graphiql.ASSETS), name="graphiql"))
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=cors(settings.cors_origins))
     app.state.services = services
     return app

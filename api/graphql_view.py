@@ -30,7 +30,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
-from strawberry.exceptions import ConnectionRejectionError
 from strawberry.http import GraphQLRequestData
 from strawberry.http.parse_content_type import parse_content_type
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
@@ -63,8 +62,6 @@ SERVICE_UNAVAILABLE = "SERVICE_UNAVAILABLE"
 # graphql-transport-ws close codes: a malformed message, and "try again later".
 WS_BAD_MESSAGE = 4400
 WS_TRY_AGAIN_LATER = 1013
-# The credential was revoked or expired while the socket was open (as a rejected init).
-WS_CREDENTIAL_ENDED = 4403
 
 
 @dataclass(frozen=True)
@@ -100,11 +97,26 @@ def database_unavailable() -> JSONResponse:
 
 
 def authorization_of(params: dict[str, Any]) -> str | None:
-    """The Authorization entry of a connection_init payload, its key in any case."""
-    for key, value in params.items():
-        if key.lower() == "authorization" and isinstance(value, str):
-            return value
+    """The Authorization entry of a connection_init payload, its key in any case, at the
+    top (`{"Authorization": …}`) or under `headers` (Apollo's GraphQLWsLink habit)."""
+    headers = params.get("headers")
+    for found in (params, headers if isinstance(headers, dict) else {}):
+        for key, value in found.items():
+            if key.lower() == "authorization" and isinstance(value, str):
+                return value
     return None
+
+
+WS_FORBIDDEN = 4403
+SEND_A_TOKEN = 'Send {"Authorization": "Bearer <token>"} in the connection_init payload.'
+
+
+class Refused(Exception):
+    """connection_init refused; `reason` (at most 123 bytes) tells the client what to send."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def nesting_of(value: object) -> int:
@@ -236,6 +248,16 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
 
     view: GraphQLView
 
+    async def handle_connection_init(self, message: Any) -> None:
+        try:
+            await super().handle_connection_init(message)
+        except Refused as refused:
+            await self.websocket.close(code=WS_FORBIDDEN, reason=refused.reason)
+            return
+        # issue 11: a connection lives no longer than its credential (core.sessions).
+        if self.connection_acknowledged and self.context.viewer is not None:
+            self.session = self.view.sessions.open(self.context.viewer, self.end_session)
+
     async def handle_message(self, message: WSMessage) -> None:
         problem = message_problem(message)
         if problem is not None:
@@ -252,14 +274,8 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
             outages.failed(error)
             await self.websocket.close(WS_TRY_AGAIN_LATER, "database unavailable; retry shortly")
 
-    # issue 11: a connection lives no longer than its credential (core.sessions).
     session: Session | None = None
     ended = False
-
-    async def handle_connection_init(self, message: Any) -> None:
-        await super().handle_connection_init(message)
-        if self.connection_acknowledged and self.context.viewer is not None:
-            self.session = self.view.sessions.open(self.context.viewer, self.end_session)
 
     async def shutdown(self) -> None:
         if self.session is not None:
@@ -271,7 +287,7 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
         self.ended = True
         for operation_id in list(self.operations):
             await self.cleanup_operation(operation_id)
-        await self.websocket.close(WS_CREDENTIAL_ENDED, reason)
+        await self.websocket.close(WS_FORBIDDEN, reason)
 
     async def send_message(self, message: Any) -> None:
         if self.ended:
@@ -343,11 +359,15 @@ class GraphQLView(GraphQL[Context, None]):
         services: Services,
         limits: TransportLimits | None = None,
         sessions: Sessions | None = None,
+        allowed_origins: tuple[str, ...] = (),
     ) -> None:
         super().__init__(
             schema,
             subscription_protocols=[GRAPHQL_TRANSPORT_WS_PROTOCOL],
             max_subscriptions_per_connection=MAX_SUBSCRIPTIONS_PER_CONNECTION,
+            # A browser WebSocket from another origin is refused (HTTP 403 at the handshake)
+            # unless listed in SPACEDOCK_CORS_ORIGINS; clients that send no Origin pass.
+            allowed_origins=allowed_origins,
         )
         self.services = services
         self.limits = limits or TransportLimits()
@@ -415,10 +435,14 @@ class GraphQLView(GraphQL[Context, None]):
         )
 
     async def on_ws_connect(self, context: Context) -> None:
+        given = authorization_of(context.connection_params)
+        if given is None:
+            raise Refused(SEND_A_TOKEN)
         try:
-            viewer = await authenticate(self.services, authorization_of(context.connection_params))
-        except Unauthenticated:
-            raise ConnectionRejectionError() from None
+            viewer = await authenticate(self.services, given)
+        except Unauthenticated as refused:
+            # A WebSocket close reason holds at most 123 bytes.
+            raise Refused(refused.message.encode()[:123].decode(errors="ignore")) from None
         context.viewer = viewer
 
     async def render_graphql_ide(self, request: Request) -> Response:

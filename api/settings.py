@@ -8,8 +8,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import sqlalchemy as sa
+from strawberry.http.websocket_origin import normalize_origin
 
 from core.secrets import SecretBox
 from core.vclusters import DEFAULT_FLUX_MANIFESTS, DEFAULT_IMAGE, CloudSpaceSettings
@@ -60,6 +62,30 @@ def _oidc_settings() -> dict[str, Any]:
     }
 
 
+def _origins(name: str) -> tuple[str, ...]:
+    """Browser origins, written as browsers send them (lowercase, no default port)."""
+    origins = []
+    for given in (part.strip() for part in os.environ.get(name, "").split(",")):
+        if not given:
+            continue
+        parts = urlsplit(given)
+        origin = normalize_origin(given)
+        if (
+            origin is None
+            or parts.scheme not in ("http", "https")
+            or parts.path not in ("", "/")
+            or parts.query
+            or parts.fragment
+            or parts.username
+        ):
+            raise SettingsError(
+                f"{name} must be comma-separated origins such as http://localhost:5173 "
+                f"(scheme://host[:port], no path), got {given!r}"
+            )
+        origins.append(origin)
+    return tuple(origins)
+
+
 @dataclass(frozen=True)
 class Settings:
     host: str = "127.0.0.1"
@@ -81,6 +107,10 @@ class Settings:
     request_read_timeout_s: float = 5.0
     max_subscriptions_per_token: int = 500
     metrics_token: str | None = None
+    # Frontends (issue 10): browser origins allowed to call the API (unset: none), and how
+    # long a live field such as Space.namespaces may wait on one cluster.
+    cors_origins: tuple[str, ...] = ()
+    live_field_timeout_s: float = 2.0
     # issue 7 (hostile clusters): how much of one cluster answer is read.
     cluster_max_body_bytes: int = 4 * 2**20
     # issue 11 (access): how long audit events are kept, and SSO with bearer JWTs.
@@ -89,6 +119,9 @@ class Settings:
     oidc_audience: str | None = None
     oidc_org_claim: str = "org"
     oidc_role_claim: str = "spacedock_role"
+    live_calls_per_request: int = 20
+    live_call_concurrency: int = 5
+    live_calls_per_server: int = 64
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -107,9 +140,14 @@ class Settings:
             request_read_timeout_s=_number("SPACEDOCK_REQUEST_READ_TIMEOUT_S", 5.0),
             max_subscriptions_per_token=int(_number("SPACEDOCK_MAX_SUBSCRIPTIONS_PER_TOKEN", 500)),
             metrics_token=os.environ.get("SPACEDOCK_METRICS_TOKEN") or None,
+            cors_origins=_origins("SPACEDOCK_CORS_ORIGINS"),
+            live_field_timeout_s=_number("SPACEDOCK_LIVE_FIELD_TIMEOUT_S", 2.0),
             cluster_max_body_bytes=int(_number("SPACEDOCK_CLUSTER_MAX_BODY_BYTES", 4 * 2**20)),
             audit_retention_days=_number("SPACEDOCK_AUDIT_RETENTION_DAYS", 90.0),
             **_oidc_settings(),
+            live_calls_per_request=int(_number("SPACEDOCK_LIVE_CALLS_PER_REQUEST", 20)),
+            live_call_concurrency=int(_number("SPACEDOCK_LIVE_CALL_CONCURRENCY", 5)),
+            live_calls_per_server=int(_number("SPACEDOCK_LIVE_CALLS_PER_SERVER", 64)),
         )
 
     def secret_box(self) -> SecretBox:

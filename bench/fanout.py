@@ -161,6 +161,7 @@ class Figures:
     slowest_unrelated_ms: list[float] = field(default_factory=list)
     idle_unrelated_ms: list[float] = field(default_factory=list)
     missing: int = 0
+    unrelated_refused: int = 0
     connect_cpu_ms: float = 0.0
     rss_kib: float = 0.0
 
@@ -283,12 +284,17 @@ class Target:
         self.figures.cpu_ms.append(cpu_ms)
 
     async def unrelated(self, until: asyncio.Task[list[float]]) -> float:
-        """The slowest `{ viewer { role } }` while the fan-out runs."""
+        """The slowest `{ viewer { role } }` while the fan-out runs; refusals (such as
+        503 while the database pool is exhausted) are counted, and timed as well."""
         slowest = 0.0
+        body = {"query": UNRELATED}
         while not until.done():
             started = time.perf_counter()
-            await self.post(UNRELATED)
+            async with self.session.post(self.url, json=body, headers=self.headers) as response:
+                answer = await response.json()
             slowest = max(slowest, (time.perf_counter() - started) * 1000)
+            if response.status != 200 or answer.get("errors"):
+                self.figures.unrelated_refused += 1
         return slowest
 
     async def idle_unrelated(self) -> None:
@@ -435,6 +441,11 @@ def report(size: int, ours: Figures, them: Figures, args: argparse.Namespace) ->
             else "-"
         )
         print(f"  {label:44}{middle(mine):>24}{middle(theirs):>24}{ratio:>8}")
+    if ours.unrelated_refused or them.unrelated_refused:
+        print(
+            f"  unrelated queries refused during fan-outs: spacedock {ours.unrelated_refused}, "
+            f"ceiling {them.unrelated_refused}"
+        )
     if ours.missing or them.missing:
         print(
             f"  deliveries missing after {args.event_timeout:g} s: spacedock {ours.missing}, "

@@ -28,6 +28,7 @@ from db import cloudspaces as repo
 from db import owned
 from db.tables import CloudSpace, CloudSpaceEvent, Org, Space
 from providers import host as host_api
+from providers.credentials import ClusterCredentials
 from providers.errors import ProviderError
 
 # The reconciler's steps in order, with the phase each belongs to.
@@ -67,8 +68,9 @@ def next_step(step: str) -> str | None:
 
 
 def vcluster_up(row: CloudSpace) -> bool:
-    """Past the wait for the vCluster's API (whatever came after), and not being deleted."""
-    return row.phase != "DELETING" and ORDER[row.step] > ORDER["vcluster-ready"]
+    """The vCluster's API answers and its tenant account exists (whatever came after),
+    and it is not being deleted: kubeconfigs can be minted."""
+    return row.phase != "DELETING" and ORDER[row.step] > ORDER["tenant-account"]
 
 
 @dataclass(frozen=True)
@@ -113,8 +115,8 @@ def _check_quota(problems: Problems, cpu: float, memory_mib: int) -> None:
 # -- host capacity ----------------------------------------------------------
 
 
-async def host_credentials(services: Services, host: Space) -> Any:
-    """The host's minted credential (credentials_for holds no session while minting)."""
+async def host_credentials(services: Services, host: Space) -> ClusterCredentials:
+    """The host's minted credential (outside any transaction: a mint may be a round trip)."""
     return await credentials_for(services, host)
 
 

@@ -10,6 +10,7 @@ from core.ids import new_id
 from core.names import check_new_name, dns_label_problem
 from core.rbac import Viewer
 from core.services import Unit
+from core.statuses import SpaceStatus
 from db import environments as repo
 from db import owned
 from db.tables import Environment, Space
@@ -22,7 +23,7 @@ def gate(space: Space | None, health: HealthRule, now: datetime) -> str | None:
     """Why an environment cannot deploy now; None when it can."""
     if space is None or space.deregistered_at is not None:
         return SPACE_DEREGISTERED
-    if health.status_of(space, now)[0] == "INACTIVE":
+    if health.status_of(space, now)[0] == SpaceStatus.INACTIVE:
         return SPACE_INACTIVE
     return None
 

@@ -8,11 +8,14 @@ field, a userError on `createNamespace`.
 
 from __future__ import annotations
 
+import asyncio
+import base64
 from dataclasses import dataclass
 from datetime import datetime
 
 from core.clusters import credentials_for
 from core.errors import ApiError, Problems, UserErrors
+from core.live_calls import LiveCallBudget
 from core.names import dns_label_problem
 from core.rbac import Viewer
 from core.services import Services, Unit
@@ -35,6 +38,12 @@ class Namespace:
     space: Space
 
 
+def namespace_id(space_id: str, name: str) -> str:
+    """Namespaces live on the cluster, not in our database: their id is derived from the
+    space and the name, so it stays the same across reads (client caches key on it)."""
+    return "ns_" + base64.urlsafe_b64encode(f"{space_id}/{name}".encode()).decode().rstrip("=")
+
+
 def _ours(found: kube.ClusterNamespace, space: Space) -> Namespace:
     return Namespace(
         name=found.name,
@@ -44,21 +53,33 @@ def _ours(found: kube.ClusterNamespace, space: Space) -> Namespace:
     )
 
 
-async def list_namespaces(services: Services, viewer: Viewer, space: Space) -> list[Namespace]:
+async def list_namespaces(
+    services: Services, viewer: Viewer, space: Space, budget: LiveCallBudget
+) -> list[Namespace]:
     """Every namespace on the space's cluster, by name; ApiError PROVIDER_ERROR when the
-    cluster cannot be asked."""
+    cluster cannot be asked (or the operation's live-call budget is spent)."""
     viewer.require_to_read("namespace:view")
     try:
         if space.deregistered_at is not None:
             raise PermanentError(DEREGISTERED)
-        credentials = await credentials_for(services, space)
-        found = await kube.list_namespaces(
-            credentials,
-            deny=services.deny_networks,
-            max_body_bytes=services.cluster_max_body_bytes,
-        )
+        # In a list, each space's field waits on its own cluster only, concurrently: one
+        # slow cluster nulls its own field and does not hold up the page. Waiting for a
+        # live-call slot counts against that time too.
+        async with asyncio.timeout(services.live_field_timeout_s), budget.call():
+            credentials = await credentials_for(services, space)
+            found = await kube.list_namespaces(
+                credentials,
+                deny=services.deny_networks,
+                max_body_bytes=services.cluster_max_body_bytes,
+            )
     except ProviderError as failed:
         raise ApiError("PROVIDER_ERROR", failed.reason) from failed
+    except TimeoutError:
+        raise ApiError(
+            "PROVIDER_ERROR",
+            f"timeout: no answer from the cluster within {services.live_field_timeout_s:g}s "
+            "(SPACEDOCK_LIVE_FIELD_TIMEOUT_S)",
+        ) from None
     return sorted((_ours(namespace, space) for namespace in found), key=lambda n: n.name)
 
 
@@ -100,17 +121,20 @@ async def creation_target(
     return CreationTarget(space, name)
 
 
-async def create_on_cluster(services: Services, target: CreationTarget) -> Namespace:
+async def create_on_cluster(
+    services: Services, target: CreationTarget, budget: LiveCallBudget
+) -> Namespace:
     """Creates the namespace with our label; CONFLICT or PROVIDER_ERROR as userErrors."""
     try:
-        credentials = await credentials_for(services, target.space)
-        created = await kube.create_namespace(
-            credentials,
-            target.name,
-            {MANAGED_BY_LABEL: MANAGER},
-            deny=services.deny_networks,
-            max_body_bytes=services.cluster_max_body_bytes,
-        )
+        async with budget.call():
+            credentials = await credentials_for(services, target.space)
+            created = await kube.create_namespace(
+                credentials,
+                target.name,
+                {MANAGED_BY_LABEL: MANAGER},
+                deny=services.deny_networks,
+                max_body_bytes=services.cluster_max_body_bytes,
+            )
     except kube.AlreadyExists as exists:
         raise UserErrors.one(
             ["input", "name"],

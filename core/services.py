@@ -15,8 +15,10 @@ from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from core.event_reads import SharedEventReads
 from core.events import EventBus, Payload
 from core.health import HealthRule
+from core.live_calls import LiveCalls
 from core.secrets import SecretBox
 from core.vclusters import CloudSpaceSettings
 from db.engine import Database
@@ -53,6 +55,8 @@ class Services:
     deny_networks: tuple[IPNetwork, ...] = ()
     # The most a cluster call reads of one answer (SPACEDOCK_CLUSTER_MAX_BODY_BYTES).
     cluster_max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    # Caps on live cluster calls per operation and per process (core.live_calls).
+    live_calls: LiveCalls = field(default_factory=LiveCalls)
     credentials: CredentialCache = field(default_factory=CredentialCache)
     # Set when a space needs probing now (registration, a lifted hold).
     probe_wanted: asyncio.Event = field(default_factory=asyncio.Event)
@@ -61,6 +65,13 @@ class Services:
     reconcile_wanted: asyncio.Event = field(default_factory=asyncio.Event)
     # SSO with bearer JWTs (SPACEDOCK_OIDC_*); None: API tokens only.
     sso: Sso | None = None
+    # How long a live field (Space.namespaces) waits on one cluster before it gives up.
+    live_field_timeout_s: float = 2.0
+    # Status events read once per process for all their subscribers (issue 12).
+    event_reads: SharedEventReads = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.event_reads = SharedEventReads(self.read)
 
     @asynccontextmanager
     async def unit(self, read_only: bool = False) -> AsyncIterator[Unit]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -82,9 +82,9 @@ def _object_path(manifest: Mapping[str, Any]) -> str:
 class Kube:
     """Generic object calls on one cluster."""
 
-    def __init__(self, client: ApiClient) -> None:
+    def __init__(self, client: ApiClient, on_call: Callable[[], None] | None = None) -> None:
         self.client = client
-        self.calls = 0
+        self.on_call = on_call
 
     async def _call(
         self,
@@ -95,7 +95,8 @@ class Kube:
         query: list[tuple[str, str]] | None = None,
         content_type: str = "application/json",
     ) -> dict[str, Any]:
-        self.calls += 1
+        if self.on_call is not None:
+            self.on_call()
         response = await self.client.call_api(
             path,
             method,
@@ -155,7 +156,7 @@ class Kube:
         try:
             await self._call("DELETE", path, body={"propagationPolicy": "Background"})
         except ApiException as failed:
-            if failed.status != 404:
+            if failed.status not in (404, 409):  # gone, or already going (a terminating namespace)
                 raise
 
     async def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -168,8 +169,9 @@ async def connect(
     *,
     deny: tuple[IPNetwork, ...] = (),
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    on_call: Callable[[], None] | None = None,
 ) -> AsyncIterator[Kube]:
-    """A `Kube` on a fresh client; the block must finish within timeout_s and any failure in
+    """A `Kube` on a fresh client (`on_call` counts its calls); the block must finish within timeout_s and any failure in
     it leaves as a ProviderError. An API server in a denied network is never contacted."""
     host = URL(credentials.server).host
     if host is not None and (why := denied_address(host, deny)) is not None:
@@ -177,7 +179,7 @@ async def connect(
     client = await build_client(credentials, deny)
     try:
         async with asyncio.timeout(timeout_s):
-            yield Kube(client)
+            yield Kube(client, on_call)
     except ProviderError:
         raise
     except (ApiException, aiohttp.ClientError, OSError, TimeoutError) as failed:

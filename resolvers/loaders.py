@@ -60,6 +60,8 @@ class Loaders:
         self.custom_role: DataLoader[str, RoleDefinition | None] = self._by_id(
             RoleDefinition, org_id
         )
+        # Not a loader: this operation's allowance of live cluster calls (core.live_calls).
+        self.live_calls = services.live_calls.budget()
 
     def _by_id(self, model: type[Any], org_id: str | None) -> DataLoader[str, Any]:
         async def load(keys: Sequence[str]) -> list[Any]:

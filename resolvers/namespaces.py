@@ -14,7 +14,9 @@ from resolvers.mutations import Outcome, run
 
 
 async def of_space(context: Context, space: Space) -> list[namespaces.Namespace]:
-    return await namespaces.list_namespaces(context.services, context.caller, space)
+    return await namespaces.list_namespaces(
+        context.services, context.caller, space, context.loaders.live_calls
+    )
 
 
 async def create(context: Context, space_id: str, name: str) -> Outcome[namespaces.Namespace]:
@@ -26,6 +28,6 @@ async def create(context: Context, space_id: str, name: str) -> Outcome[namespac
     if target is None:
         return None, refused
     try:
-        return await namespaces.create_on_cluster(services, target), []
+        return await namespaces.create_on_cluster(services, target, context.loaders.live_calls), []
     except UserErrors as failed:
         return None, failed.errors

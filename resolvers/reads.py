@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from strawberry.dataloader import DataLoader
@@ -122,6 +124,33 @@ async def node(context: Context, object_id: str) -> tuple[str, Any] | None:
     if row is None or (kind == "Org" and object_id != context.caller.org_id):
         return None
     return kind, row
+
+
+MAX_NODES = 100
+
+
+async def nodes(context: Context, object_ids: Sequence[str]) -> list[tuple[str, Any] | None]:
+    """Each id's (kind, row) in the order asked, None for unknown or foreign ids and for
+    kinds the caller may not view; the loaders batch them into one query per kind."""
+    if len(object_ids) > MAX_NODES:
+        raise ApiError(
+            "BAD_USER_INPUT", f"ids may name at most {MAX_NODES} objects, got {len(object_ids)}"
+        )
+    viewable = [
+        object_id
+        if (kind := kind_of(object_id)) in VIEW_POLICY and context.caller.can(VIEW_POLICY[kind])
+        else None
+        for object_id in object_ids
+    ]
+    return list(
+        await asyncio.gather(
+            *(node(context, object_id) if object_id else _nothing() for object_id in viewable)
+        )
+    )
+
+
+async def _nothing() -> None:
+    return None
 
 
 async def one(context: Context, kind: str, object_id: str) -> Any:

@@ -2,9 +2,10 @@
 fresh from the database for every event.
 
 The bus carries ids only ({event_id, space_id, org_id}), so that a Postgres
-LISTEN/NOTIFY bus can carry them too; each event is read back with new loaders of
-this subscription's own (`Context.fresh_loaders`), or it would be shown with the rows
-cached for the first event.
+LISTEN/NOTIFY bus can carry them too; each event is read back once per process for all
+its subscribers (`core.event_reads`), and handed to new loaders of this subscription's
+own (`Context.fresh_loaders`), or it would be shown with the rows cached for the first
+event.
 
 A `spaceId` the caller cannot see is refused with NOT_FOUND before anything is
 streamed: an unknown id and another org's id get the same answer, so the refusal
@@ -39,6 +40,12 @@ async def space_status_events(
                 continue
             if space_id is not None and announced.get("space_id") != space_id:
                 continue
-            event = await context.fresh_loaders().status_event.load(announced["event_id"])
-            if event is not None:  # trimmed from the history before we read it
-                yield event
+            # One read per event in this process, shared by all its subscribers; the
+            # row data is shared, the org check and the selection set are each one's own.
+            read = await context.services.event_reads.status_event(announced["event_id"])
+            if read is None or read.event.org_id != caller.org_id:
+                continue  # trimmed from the history before anyone read it
+            loaders = context.fresh_loaders()
+            if read.space is not None:  # `space { ... }` then costs this subscriber no read
+                loaders.space.prime(read.space.id, read.space)
+            yield read.event

@@ -6,6 +6,8 @@ import enum
 
 import strawberry
 
+from core import statuses
+
 
 @strawberry.enum(description="What kind of cluster a space or cloud account is.")
 class Provider(enum.Enum):
@@ -34,18 +36,20 @@ class SpaceType(enum.Enum):
     )
 )
 class SpaceStatus(enum.Enum):
+    # The values are core's (core.statuses), which core and the probe loop use.
     ACTIVE = strawberry.enum_value(
-        "ACTIVE", description="The latest probe reached the cluster's API server."
+        statuses.SpaceStatus.ACTIVE.value,
+        description="The latest probe reached the cluster's API server.",
     )
     INACTIVE = strawberry.enum_value(
-        "INACTIVE",
+        statuses.SpaceStatus.INACTIVE.value,
         description=(
             "Failing probes reached the failure threshold, an operator hold is in force, "
             "or the space is deregistered."
         ),
     )
     UNKNOWN = strawberry.enum_value(
-        "UNKNOWN",
+        statuses.SpaceStatus.UNKNOWN.value,
         description=(
             "Not yet known: a new space below the failure threshold, or no probe result "
             "for 3 probe intervals."

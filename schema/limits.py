@@ -89,9 +89,13 @@ class DocumentCost:
         for selection in selections.selections:
             if isinstance(selection, FieldNode):
                 inner = self.of_selections(selection.selection_set, nesting + 1)
+                # Introspection (`__schema`, `__type`) is as deep as the schema's type
+                # wrappers, not the data: like graphql-depth-limit, it counts no depth,
+                # while its fields and aliases still count.
+                introspection = selection.name.value.startswith("__")
                 total = total.beside(
                     Cost(
-                        inner.depth + 1,
+                        0 if introspection else inner.depth + 1,
                         inner.aliases + (selection.alias is not None),
                         inner.fields + 1,
                     )

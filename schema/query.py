@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import strawberry
 
@@ -54,6 +54,10 @@ NODE_TYPES: dict[str, type] = {
 }
 
 
+def as_node(kind: str, row: Any) -> Node:
+    return NODE_TYPES[kind].from_row(row)  # type: ignore[attr-defined, no-any-return]
+
+
 @strawberry.type(
     description="Reads. Every list is a connection; every object is the caller's org's."
 )
@@ -63,10 +67,22 @@ class Query:
     )
     async def node(self, info: GraphInfo, id: ObjectId) -> Node | None:
         found = await reads.node(info.context, id)
-        if found is None:
-            return None
-        kind, row = found
-        return NODE_TYPES[kind].from_row(row)  # type: ignore[attr-defined, no-any-return]
+        return None if found is None else as_node(*found)
+
+    @strawberry.field(
+        description="In the order asked; null for ids that are unknown or not visible. "
+        "At most 100 ids."
+    )
+    async def nodes(
+        self,
+        info: GraphInfo,
+        ids: Annotated[
+            list[strawberry.ID],
+            strawberry.argument(description="Up to 100 ids of any kind; more is BAD_USER_INPUT."),
+        ],
+    ) -> list[Node | None]:
+        found = await reads.nodes(info.context, ids)
+        return [None if hit is None else as_node(*hit) for hit in found]
 
     @strawberry.field(description="Who is calling: org, role and policies.")
     def viewer(self, info: GraphInfo) -> Viewer:

@@ -375,6 +375,12 @@ class Namespace:
         )
 
     @strawberry.field(
+        description="Stable for a space and a name, so client caches can normalise namespaces."
+    )
+    def id(self) -> strawberry.ID:
+        return strawberry.ID(namespace_rules.namespace_id(self.space_row.id, self.name))
+
+    @strawberry.field(
         description="The space whose cluster holds the namespace.", extensions=needs("space:view")
     )
     def space(self) -> Space:
@@ -421,7 +427,10 @@ class VCluster:
     row: Private[tables.CloudSpace]
     name: str = strawberry.field(description="The vCluster's name (the CloudSpace's).")
     ready: bool = strawberry.field(
-        description="True once its API server answers (from INSTALLING_FLUX on, until DELETING)."
+        description=(
+            "True once its API server answers and its tenant account exists (during "
+            "INSTALLING_FLUX), until DELETING; kubeconfigs can be downloaded from then on."
+        )
     )
 
     @strawberry.field(

@@ -17,7 +17,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from graphql import Source
+from graphql import Source, get_introspection_query
 from graphql.language import Lexer, TokenKind
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
@@ -81,6 +81,19 @@ async def test_introspection_answers_with_a_token(server: Server, org: Org) -> N
     )
     assert status == 200
     assert body["data"]["__schema"]["queryType"]["name"] == "Query"
+
+
+async def test_the_full_introspection_query_of_graphiql_and_gql_answers(
+    server: Server, org: Org
+) -> None:
+    """Explorers and code generators send the standard introspection query, nested deeper
+    than the depth limit; introspection fields do not count toward depth."""
+    query = get_introspection_query(descriptions=True, input_value_deprecation=True)
+    status, body = await post(server, query, {"Authorization": f"Bearer {org.tokens['viewer']}"})
+    assert status == 200, body
+    assert "errors" not in body, body["errors"]
+    names = {kind["name"] for kind in body["data"]["__schema"]["types"]}
+    assert {"Query", "Space", "CloudAccount"} <= names
 
 
 async def websocket_init(server: Server, payload: dict[str, Any] | None) -> dict[str, Any] | int:

@@ -10,72 +10,29 @@ more than it can give; what happens on a host with room is in test_cloudspaces.p
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from gql.graphql_request import GraphQLRequest
 
 from tests.conftest import Org
 from tests.support import factories as make
-from tests.support.graphql import GraphQL
+from tests.support.cloudspaces import (
+    CREATE,
+    DELETE,
+    EVENTS,
+    LIST,
+    ONE,
+    UPDATE,
+    Platform,
+    default_of,
+    request,
+    start_platform,
+    wait_for_subscribers,
+)
 from tests.support.kube_standin import KubeStandIn
-from tests.support.server import Backend, Server, mint_token
-
-CLOUD_SPACE = """
-  id name phase message isDefault createdAt
-  quota { cpu memoryMiB } usage { cpu memoryMiB }
-  hostSpace { id name }
-  vclusters { name ready }
-"""
-CREATE = f"""
-mutation($input: CreateCloudSpaceInput!) {{
-  createCloudSpace(input: $input) {{ cloudSpace {{ {CLOUD_SPACE} }} {make.USER_ERRORS} }}
-}}"""
-UPDATE = f"""
-mutation($input: UpdateCloudSpaceQuotaInput!) {{
-  updateCloudSpaceQuota(input: $input) {{ cloudSpace {{ {CLOUD_SPACE} }} {make.USER_ERRORS} }}
-}}"""
-DELETE = f"""
-mutation($input: DeleteCloudSpaceInput!) {{
-  deleteCloudSpace(input: $input) {{ cloudSpace {{ {CLOUD_SPACE} }} {make.USER_ERRORS} }}
-}}"""
-LIST = f"{{ cloudSpaces(first: 10) {{ totalCount nodes {{ {CLOUD_SPACE} }} }} }}"
-ONE = f"""
-query($id: ID!) {{
-  cloudSpace(id: $id) {{ {CLOUD_SPACE} }}
-  node(id: $id) {{ id ... on CloudSpace {{ name }} }}
-}}"""
-EVENTS = """
-subscription($id: ID) {
-  cloudSpacePhaseChanged(cloudSpaceId: $id) {
-    cloudSpaceId previous phase message at cloudSpace { id phase }
-  }
-}"""
-
-
-@dataclass
-class Platform:
-    server: Server
-    host_id: str
-    host_name: str
-    admin: GraphQL
-
-    async def tenant(self, prefix: str = "tenant") -> Org:
-        """A new org, made the way `spacedock token create` makes one (with the host set)."""
-        name = f"{prefix}-{secrets.token_hex(4)}"
-        tokens = {
-            role: await mint_token(self.server.backend.url, name, role, self.host_id)
-            for role in ("admin", "editor", "viewer")
-        }
-        clients = {
-            role: GraphQL(self.server.url, self.server.ws_url, token)
-            for role, token in tokens.items()
-        }
-        return Org(name=name, tokens=tokens, **clients)
+from tests.support.server import Backend
 
 
 @pytest.fixture(scope="module")
@@ -88,41 +45,17 @@ def host_cluster() -> Iterator[KubeStandIn]:
 def platform(
     backend: Backend, host_cluster: KubeStandIn, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Platform]:
-    """The platform org registers its host space, then the server restarts with it as
-    SPACEDOCK_DEFAULT_HOST_SPACE, as an operator would set it up."""
     log_path = Path(tmp_path_factory.mktemp("server")) / "server.log"
-    env = {"SPACEDOCK_PROBE_INTERVAL_S": "3600"}
-    first = Server(backend=backend, log_path=log_path, env=dict(env)).start()
-    try:
-        token = asyncio.run(mint_token(backend.url, "platform", "admin"))
-        admin = GraphQL(first.url, first.ws_url, token)
-        space = asyncio.run(
-            make.register_generic_space(
-                admin,
-                name="platform-east",
-                server=host_cluster.url,
-                ca=host_cluster.ca_pem,
-                token=host_cluster.token,
-            )
-        )
-    finally:
-        first.stop()
-    env["SPACEDOCK_DEFAULT_HOST_SPACE"] = space["id"]
-    env["SPACEDOCK_SECRET_KEY"] = first.secret_key
-    running = Server(backend=backend, log_path=log_path, env=env).start()
-    yield Platform(running, space["id"], space["name"], GraphQL(running.url, running.ws_url, token))
-    running.stop()
+    running = start_platform(
+        backend, log_path, host_cluster.url, host_cluster.ca_pem, host_cluster.token, {}
+    )
+    yield running
+    running.server.stop()
 
 
 @pytest.fixture
 async def tenant(platform: Platform) -> Org:
     return await platform.tenant()
-
-
-def default_of(data: dict[str, Any]) -> dict[str, Any]:
-    (found,) = [cs for cs in data["cloudSpaces"]["nodes"] if cs["name"] == "default"]
-    result: dict[str, Any] = found
-    return result
 
 
 async def test_a_new_org_gets_its_default_cloudspace_and_never_sees_the_host(
@@ -252,7 +185,7 @@ async def test_deleting_asks_for_the_name_and_the_policy_then_starts_at_once(
     async with tenant.viewer.websocket() as session:
 
         async def listen() -> None:
-            async for event in session.subscribe(make_request(EVENTS, {"id": default["id"]})):
+            async for event in session.subscribe(request(EVENTS, {"id": default["id"]})):
                 seen.append(event["cloudSpacePhaseChanged"])
                 if event["cloudSpacePhaseChanged"]["phase"] == "DELETING":
                     return
@@ -269,19 +202,3 @@ async def test_deleting_asks_for_the_name_and_the_policy_then_starts_at_once(
     assert deleting["cloudSpaceId"] == default["id"]
     assert deleting["phase"] == "DELETING"
     assert deleting["previous"] in ("PENDING", "PROVISIONING", "FAILED")
-    # Deleting again is harmless: it is already on its way out.
-    again = await tenant.admin.mutate(
-        DELETE, {"input": {"id": default["id"], "confirmName": "default"}}
-    )
-    assert again["userErrors"] == [] and again["cloudSpace"]["phase"] == "DELETING"
-
-
-def make_request(query: str, variables: dict[str, Any]) -> GraphQLRequest:
-    return GraphQLRequest(query, variable_values=variables)
-
-
-async def wait_for_subscribers(server: Server, count: int) -> None:
-    deadline = asyncio.get_running_loop().time() + 20
-    while server.metric("spacedock_event_subscribers") < count:
-        assert asyncio.get_running_loop().time() < deadline, "the subscription never started"
-        await asyncio.sleep(0.05)

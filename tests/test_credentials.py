@@ -184,6 +184,7 @@ async def pool_of_one(empty_backend: Backend) -> AsyncIterator[tuple[Services, G
         secrets=SecretBox(SecretBox.generate_key()),
         health=HealthRule(3600),
         credentials=CredentialCache(mint=minting),
+        live_field_timeout_s=60,  # the listing waits on the gate, not on a clock
     )
     await services.database.migrate()
     yield services, minting
@@ -219,7 +220,9 @@ async def test_a_slow_mint_holds_no_database_connection(
             namespace_resolvers.create(Context(services, viewer), space.id, name)
         )
         await minting.started.wait()
-        listing = asyncio.create_task(list_namespaces(services, viewer, space))
+        listing = asyncio.create_task(
+            list_namespaces(services, viewer, space, services.live_calls.budget())
+        )
 
         async with services.read() as session:  # the pool's one connection is free
             found = await owned.by_id(session, Space, org.id, space.id)

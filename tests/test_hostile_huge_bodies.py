@@ -37,7 +37,8 @@ LIST_HEAD = b'{"kind":"NamespaceList","apiVersion":"v1","metadata":{},"items":['
 
 @pytest.fixture(scope="module")
 def server_env() -> dict[str, str]:
-    return {"SPACEDOCK_PROBE_INTERVAL_S": "3600"}
+    # Time is not the point here (and a loaded machine decodes slowly): size is.
+    return {"SPACEDOCK_PROBE_INTERVAL_S": "3600", "SPACEDOCK_LIVE_FIELD_TIMEOUT_S": "20"}
 
 
 @pytest.fixture(scope="module")

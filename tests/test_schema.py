@@ -42,7 +42,6 @@ NOT_YET_BY_ISSUE: dict[str, set[str]] = {
         "RotateCloudAccountCredentialsInput",
     },
     "frontend-grade API (10)": {
-        "Namespace.id",
         "StatusReasonCode",
         "Space.statusReasonCode",
         "ProbeResult.errorCode",
@@ -52,7 +51,6 @@ NOT_YET_BY_ISSUE: dict[str, set[str]] = {
         "SpaceStatusEventEdge",
         "SpaceStatusEventConnection",
         "Query.statusEvents",
-        "Query.nodes",
         "ProbeEvent",
         "Subscription.spaceProbed",
         "Subscription.spaceStatusChanged(spaceIds)",

@@ -147,6 +147,9 @@ class KubeStandIn:
         self._serving_wrong_ca = False
         self.redirect_to: str | None = None
         self.redirect_status = 302
+        # Per call ("GET /api/v1/namespaces"): being answered now, and the most at once.
+        self.calls_in_flight: Counter[str] = Counter()
+        self.most_calls_in_flight: Counter[str] = Counter()
         self.answers: dict[str, HostileAnswer] = {}  # "GET /api/v1/namespaces": what to send
 
     # -- lifecycle -------------------------------------------------------
@@ -267,10 +270,21 @@ class KubeStandIn:
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         match = ROUTE.match(request.path)
         api = match.group("api") if match else request.path
-        self.requests[f"{request.method} {api.split('?')[0]}"] += 1
+        call = f"{request.method} {api.split('?')[0]}"
+        self.requests[call] += 1
         tls = request.transport.get_extra_info("ssl_object") if request.transport else None
         if isinstance(tls, ssl.SSLObject):
             self.handshakes["resumed" if tls.session_reused else "full"] += 1
+        self.calls_in_flight[call] += 1
+        self.most_calls_in_flight[call] = max(
+            self.most_calls_in_flight[call], self.calls_in_flight[call]
+        )
+        try:
+            return await self._answer(request, api)
+        finally:
+            self.calls_in_flight[call] -= 1
+
+    async def _answer(self, request: web.Request, api: str) -> web.StreamResponse:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if self.redirect_to is not None:

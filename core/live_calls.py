@@ -1,0 +1,62 @@
+"""Caps on live cluster calls, so that one small query cannot fan out into hundreds.
+
+Fields such as `Space.namespaces` (and createNamespace) call a cluster while the
+request waits. Each operation gets a `LiveCallBudget` (made with its loaders, so
+per HTTP request, per WebSocket operation and per subscription event): at most
+`per_request` calls in all, at most `concurrency_per_request` at once; and all
+operations of the process share `concurrency_per_server` slots. A call beyond the
+budget is not made: it fails as a ProviderError, which the field answers as
+PROVIDER_ERROR "too many live calls in one request". Waiting for a slot is part of
+the call, so the call's own timeout (and issue 10's per-field one) covers it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from providers.errors import PermanentError
+
+TOO_MANY = "too many live calls in one request"
+
+
+@dataclass(frozen=True)
+class LiveCallLimits:
+    per_request: int = 20  # SPACEDOCK_LIVE_CALLS_PER_REQUEST
+    concurrency_per_request: int = 5  # SPACEDOCK_LIVE_CALL_CONCURRENCY
+    concurrency_per_server: int = 64  # SPACEDOCK_LIVE_CALLS_PER_SERVER
+
+
+class LiveCalls:
+    """The process's share: its limits and the server-wide slots."""
+
+    def __init__(self, limits: LiveCallLimits | None = None) -> None:
+        self.limits = limits or LiveCallLimits()
+        self._server_slots = asyncio.Semaphore(self.limits.concurrency_per_server)
+
+    def budget(self) -> LiveCallBudget:
+        return LiveCallBudget(self.limits, self._server_slots)
+
+
+class LiveCallBudget:
+    """One operation's allowance of live calls."""
+
+    def __init__(self, limits: LiveCallLimits, server_slots: asyncio.Semaphore) -> None:
+        self.limits = limits
+        self.started = 0
+        self._slots = asyncio.Semaphore(limits.concurrency_per_request)
+        self._server_slots = server_slots
+
+    @asynccontextmanager
+    async def call(self) -> AsyncIterator[None]:
+        """Wraps one live call; PermanentError (TOO_MANY) when the budget is spent."""
+        if self.started >= self.limits.per_request:
+            raise PermanentError(
+                f"{TOO_MANY}: at most {self.limits.per_request} "
+                "(SPACEDOCK_LIVE_CALLS_PER_REQUEST); ask for fewer at once"
+            )
+        self.started += 1
+        async with self._slots, self._server_slots:
+            yield

@@ -1,0 +1,160 @@
+"""A platform for CloudSpace tests: a spacedock server whose platform org registered a host
+cluster and was restarted with it as SPACEDOCK_DEFAULT_HOST_SPACE, as an operator sets it
+up, plus the GraphQL documents and waits the CloudSpace tests share."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from gql.graphql_request import GraphQLRequest
+
+from tests.conftest import Org
+from tests.support import factories as make
+from tests.support.graphql import GraphQL
+from tests.support.host_standin import HostStandIn
+from tests.support.server import Backend, Server, mint_token
+
+T = TypeVar("T")
+
+FLUX_MANIFESTS = Path(__file__).resolve().parents[1] / "data" / "flux_install.yaml"
+
+CLOUD_SPACE = """
+  id name phase message isDefault createdAt
+  quota { cpu memoryMiB } usage { cpu memoryMiB }
+  hostSpace { id name }
+  vclusters { name ready }
+"""
+CREATE = f"""
+mutation($input: CreateCloudSpaceInput!) {{
+  createCloudSpace(input: $input) {{ cloudSpace {{ {CLOUD_SPACE} }} {make.USER_ERRORS} }}
+}}"""
+UPDATE = f"""
+mutation($input: UpdateCloudSpaceQuotaInput!) {{
+  updateCloudSpaceQuota(input: $input) {{ cloudSpace {{ {CLOUD_SPACE} }} {make.USER_ERRORS} }}
+}}"""
+DELETE = f"""
+mutation($input: DeleteCloudSpaceInput!) {{
+  deleteCloudSpace(input: $input) {{ cloudSpace {{ {CLOUD_SPACE} }} {make.USER_ERRORS} }}
+}}"""
+LIST = f"{{ cloudSpaces(first: 50) {{ totalCount nodes {{ {CLOUD_SPACE} }} }} }}"
+ONE = f"""
+query($id: ID!) {{
+  cloudSpace(id: $id) {{ {CLOUD_SPACE} }}
+  node(id: $id) {{ id ... on CloudSpace {{ name }} }}
+}}"""
+EVENTS = """
+subscription($id: ID) {
+  cloudSpacePhaseChanged(cloudSpaceId: $id) {
+    cloudSpaceId previous phase message at cloudSpace { id phase }
+  }
+}"""
+
+
+@dataclass
+class Platform:
+    server: Server
+    host_id: str
+    host_name: str
+    admin: GraphQL
+
+    async def tenant(self, prefix: str = "tenant") -> Org:
+        """A new org, made the way `spacedock token create` makes one (with the host set)."""
+        name = f"{prefix}-{secrets.token_hex(4)}"
+        tokens = {
+            role: await mint_token(self.server.backend.url, name, role, self.host_id)
+            for role in ("admin", "editor", "viewer")
+        }
+        clients = {
+            role: GraphQL(self.server.url, self.server.ws_url, token)
+            for role, token in tokens.items()
+        }
+        return Org(name=name, tokens=tokens, **clients)
+
+
+def start_platform(
+    backend: Backend,
+    log_path: Path,
+    host_url: str,
+    host_ca: str,
+    host_token: str,
+    env: dict[str, str],
+) -> Platform:
+    """Registers the host as the platform org's space, then serves with it as the default."""
+    settings = {"SPACEDOCK_PROBE_INTERVAL_S": "3600", **env}
+    first = Server(backend=backend, log_path=log_path, env=dict(settings)).start()
+    try:
+        token = asyncio.run(mint_token(backend.url, "platform", "admin"))
+        admin = GraphQL(first.url, first.ws_url, token)
+        space = asyncio.run(
+            make.register_generic_space(
+                admin, name="platform-east", server=host_url, ca=host_ca, token=host_token
+            )
+        )
+    finally:
+        first.stop()
+    settings["SPACEDOCK_DEFAULT_HOST_SPACE"] = space["id"]
+    settings["SPACEDOCK_SECRET_KEY"] = first.secret_key
+    running = Server(backend=backend, log_path=log_path, env=settings).start()
+    return Platform(
+        running, space["id"], space["name"], GraphQL(running.url, running.ws_url, token)
+    )
+
+
+def request(query: str, variables: dict[str, Any] | None = None) -> GraphQLRequest:
+    return GraphQLRequest(query, variable_values=variables or {})
+
+
+async def wait_for_subscribers(server: Server, count: int) -> None:
+    deadline = asyncio.get_running_loop().time() + 20
+    while server.metric("spacedock_event_subscribers") < count:
+        assert asyncio.get_running_loop().time() < deadline, "the subscription never started"
+        await asyncio.sleep(0.05)
+
+
+def default_of(data: dict[str, Any]) -> dict[str, Any]:
+    (found,) = [cs for cs in data["cloudSpaces"]["nodes"] if cs["name"] == "default"]
+    result: dict[str, Any] = found
+    return result
+
+
+def serve_platform(
+    backend: Backend, host: HostStandIn, log_path: Path, env: dict[str, str]
+) -> Iterator[Platform]:
+    """A module's platform on the host stand-in, reaching vClusters through its gateway,
+    Flux from the small manifest in tests/data, READY re-checked every 0.2 s."""
+    running = start_platform(
+        backend,
+        log_path,
+        host.url,
+        host.ca_pem,
+        host.token,
+        {
+            "SPACEDOCK_VCLUSTER_URL_TEMPLATE": host.vcluster_url_template,
+            "SPACEDOCK_FLUX_MANIFESTS": str(FLUX_MANIFESTS),
+            "SPACEDOCK_RECONCILE_INTERVAL_S": "0.2",
+            **env,
+        },
+    )
+    yield running
+    running.server.stop()
+
+
+async def eventually(check: Callable[[], Awaitable[T | None]], timeout_s: float = 60.0) -> T:
+    """Polls `check` until it gives something truthy; bounded."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        found = await check()
+        if found:
+            return found
+        assert asyncio.get_running_loop().time() < deadline, "the condition never held"
+        await asyncio.sleep(0.05)
+
+
+def key(cloud_space_id: str) -> str:
+    """The `<key>` that names a CloudSpace's objects."""
+    return cloud_space_id.lower().replace("_", "-")

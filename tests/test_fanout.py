@@ -1,0 +1,119 @@
+"""Status fan-out costs O(events), not O(subscribers) (issue 12), and sharing an event's
+read never lets it reach a subscriber who may not see it: through the real server, with
+real graphql-transport-ws clients, counting SQL statements on the server's /metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import Org
+from tests.support.factories import register_generic_space, set_space_status
+from tests.support.server import Server
+from tests.test_subscriptions import Live, subscribers, subscribers_reach
+
+STATEMENTS = "spacedock_sql_statements_total"
+QUIET_FOR_S = 0.6
+WAIT_S = 15.0
+
+
+@pytest.fixture(scope="module")
+def server_env() -> dict[str, str]:
+    # No probe may run (and send SQL) while a test counts statements.
+    return {"SPACEDOCK_PROBE_FAILURE_THRESHOLD": "1000000", "SPACEDOCK_PROBE_INTERVAL_S": "3600"}
+
+
+async def statements(server: Server) -> float:
+    return await asyncio.to_thread(server.metric, STATEMENTS)
+
+
+async def quiet(server: Server) -> None:
+    """Until nothing in the server sends SQL (a new space's first probe, the loops)."""
+    deadline = asyncio.get_running_loop().time() + WAIT_S
+    last = await statements(server)
+    while True:
+        await asyncio.sleep(QUIET_FOR_S)
+        now = await statements(server)
+        if now == last:
+            return
+        assert asyncio.get_running_loop().time() < deadline, "the server never went quiet"
+        last = now
+
+
+@contextlib.asynccontextmanager
+async def subscribed(
+    server: Server, clients: list[Any], per_connection: int
+) -> AsyncIterator[list[Live]]:
+    """`per_connection` whole-org subscriptions on one connection per client, listening."""
+    before = await subscribers(server)
+    async with contextlib.AsyncExitStack() as stack:
+        lives: list[Live] = []
+        for client in clients:
+            session = await stack.enter_async_context(client.websocket())
+            lives.extend(Live(session) for _ in range(per_connection))
+        try:
+            await subscribers_reach(server, before + len(lives))
+            yield lives
+        finally:
+            for live in lives:
+                await live.stop()
+
+
+async def statements_for_one_event(server: Server, org: Org, lives: list[Live]) -> float:
+    """SQL statements from a hold until every subscriber has its event."""
+    space = await register_generic_space(org.editor)
+    for live in lives:
+        await live.next_for(space["id"])  # the registration
+    await quiet(server)
+    before = await statements(server)
+    await set_space_status(org.editor, space["id"], "INACTIVE")
+    for live in lives:
+        event = await live.next_for(space["id"])
+        assert (event["status"], event["space"]["held"]) == ("INACTIVE", True)
+    return await statements(server) - before
+
+
+async def test_sql_statements_per_event_do_not_grow_with_subscribers(
+    server: Server, org: Org
+) -> None:
+    clients = [org.viewer, org.editor, org.admin]
+    async with subscribed(server, clients[:1], 1) as one:
+        alone = await statements_for_one_event(server, org, one)
+    await subscribers_reach(server, 0)
+    async with subscribed(server, clients, 4) as twelve:
+        crowd = await statements_for_one_event(server, org, twelve)
+    assert len(twelve) == 12
+    assert crowd == alone, f"{alone:g} statements for 1 subscriber, {crowd:g} for 12"
+
+
+async def test_an_event_reaches_each_org_only_with_what_it_may_see(
+    server: Server, org: Org, other_org: Org
+) -> None:
+    ours_space = await register_generic_space(org.editor)
+    theirs_space = await register_generic_space(other_org.editor)
+    async with (
+        subscribed(server, [org.viewer, org.admin], 2) as ours,
+        subscribed(server, [other_org.viewer], 2) as theirs,
+    ):
+        await set_space_status(org.editor, ours_space["id"], "INACTIVE")
+        await set_space_status(other_org.editor, theirs_space["id"], "INACTIVE")
+        for live in ours:
+            event = await live.next()
+            assert event["spaceId"] == ours_space["id"]
+            assert event["space"] == {
+                "id": ours_space["id"],
+                "name": ours_space["name"],
+                "status": "INACTIVE",
+                "held": True,
+            }
+        for live in theirs:
+            event = await live.next()
+            assert event["spaceId"] == theirs_space["id"]
+            assert event["space"]["name"] == theirs_space["name"]
+        for live in ours + theirs:
+            await live.assert_quiet()  # nothing of the other org came after

@@ -1,0 +1,146 @@
+"""Issue 7: one small query cannot fan out into unbounded live cluster calls.
+
+This module's server allows 3 live calls per operation, 2 of them at once, and 3 at
+once in the whole process. A query asking for the namespaces of five spaces (or of
+one space under five aliases) makes exactly 3 calls; the other fields answer
+PROVIDER_ERROR "too many live calls in one request" and the rest of the query still
+answers. The stand-in counts the calls and how many ran at once, per operation and
+across two operations, and a mutation of several createNamespace fields spends the
+same budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import Org
+from tests.support import factories as make
+from tests.support.kube_standin import KubeStandIn
+
+TOO_MANY = "too many live calls in one request"
+LIST = "GET /api/v1/namespaces"
+ALL_NAMESPACES = "{ spaces(first: 50) { nodes { id name namespaces { name } } } }"
+
+
+@pytest.fixture(scope="module")
+def server_env() -> dict[str, str]:
+    return {
+        "SPACEDOCK_PROBE_INTERVAL_S": "3600",
+        "SPACEDOCK_LIVE_CALLS_PER_REQUEST": "3",
+        "SPACEDOCK_LIVE_CALL_CONCURRENCY": "2",
+        "SPACEDOCK_LIVE_CALLS_PER_SERVER": "3",
+        "SPACEDOCK_LIVE_FIELD_TIMEOUT_S": "20",  # slow calls queue for slots here, by design
+    }
+
+
+@pytest.fixture(scope="module")
+def standin() -> Iterator[KubeStandIn]:
+    with KubeStandIn() as k:
+        yield k
+
+
+@pytest.fixture
+def cluster(standin: KubeStandIn) -> Iterator[KubeStandIn]:
+    standin.most_calls_in_flight.clear()
+    yield standin
+    standin.heal()
+
+
+def aliased(space_id: str, count: int) -> str:
+    fields = " ".join(
+        f'n{i}: space(id: "{space_id}") {{ namespaces {{ name }} }}' for i in range(count)
+    )
+    return f"{{ {fields} viewer {{ role }} }}"
+
+
+def split(response: dict[str, Any]) -> tuple[int, list[dict[str, Any]]]:
+    """How many namespace fields answered, and the errors of those that did not."""
+    return len(
+        [n for n in response["data"]["spaces"]["nodes"] if n["namespaces"] is not None]
+    ), response["errors"] or []
+
+
+async def test_a_list_of_spaces_makes_at_most_the_budgeted_calls(
+    org: Org, cluster: KubeStandIn
+) -> None:
+    spaces = [await make.register_on_standin(org.admin, cluster) for _ in range(5)]
+    before = cluster.requests[LIST]
+
+    response = await org.viewer.call(ALL_NAMESPACES)
+
+    answered, errors = split(response)
+    assert (answered, len(errors)) == (3, 2)
+    assert {node["name"] for node in response["data"]["spaces"]["nodes"]} == {
+        s["name"] for s in spaces
+    }, "the rest of the query answers"
+    for error in errors:
+        assert error["extensions"]["code"] == "PROVIDER_ERROR"
+        assert error["message"].startswith(TOO_MANY)
+        assert error["path"][-1] == "namespaces"
+    assert cluster.requests[LIST] - before == 3
+
+
+async def test_aliases_of_one_field_share_the_budget(org: Org, cluster: KubeStandIn) -> None:
+    space = await make.register_on_standin(org.admin, cluster)
+    before = cluster.requests[LIST]
+
+    response = await org.viewer.call(aliased(space["id"], 5))
+
+    answered = [k for k, v in response["data"].items() if k != "viewer" and v["namespaces"]]
+    assert len(answered) == 3
+    assert response["data"]["viewer"] == {"role": "VIEWER"}
+    assert [e["message"].split(":")[0] for e in response["errors"]] == [TOO_MANY] * 2
+    assert cluster.requests[LIST] - before == 3
+
+
+async def test_calls_of_one_operation_run_at_most_two_at_once(
+    org: Org, cluster: KubeStandIn
+) -> None:
+    space = await make.register_on_standin(org.admin, cluster)
+    cluster.delay_s = 0.5
+    response = await org.viewer.call(aliased(space["id"], 3))
+    assert not response["errors"], response["errors"]
+    assert cluster.most_calls_in_flight[LIST] == 2
+
+
+async def test_operations_share_the_servers_slots(org: Org, cluster: KubeStandIn) -> None:
+    space = await make.register_on_standin(org.admin, cluster)
+    cluster.delay_s = 0.5
+    responses = await asyncio.gather(*(org.viewer.call(aliased(space["id"], 2)) for _ in range(3)))
+    assert all(not r["errors"] for r in responses), [r["errors"] for r in responses]
+    assert cluster.most_calls_in_flight[LIST] == 3, (
+        "three operations of two calls each: three at once"
+    )
+
+
+async def test_each_request_has_a_budget_of_its_own(org: Org, cluster: KubeStandIn) -> None:
+    space = await make.register_on_standin(org.admin, cluster)
+    for _ in range(3):
+        response = await org.viewer.call(aliased(space["id"], 3))
+        assert not response["errors"], response["errors"]
+
+
+async def test_creates_in_one_mutation_spend_the_same_budget(
+    org: Org, cluster: KubeStandIn
+) -> None:
+    space = await make.register_on_standin(org.admin, cluster)
+    names = [make.unique("burst") for _ in range(5)]
+    fields = " ".join(
+        f'c{i}: createNamespace(input: {{spaceId: "{space["id"]}", name: "{name}"}}) '
+        f"{{ namespace {{ name }} {make.USER_ERRORS} }}"
+        for i, name in enumerate(names)
+    )
+    data = await org.editor.data(f"mutation {{ {fields} }}")
+
+    created = [data[f"c{i}"]["namespace"] for i in range(5)]
+    assert [c["name"] if c else None for c in created] == [*names[:3], None, None]
+    for i in (3, 4):
+        [error] = data[f"c{i}"]["userErrors"]
+        assert (error["code"], error["message"].split(":")[0]) == ("PROVIDER_ERROR", TOO_MANY)
+    assert set(names[:3]) <= set(cluster.namespaces) and not set(names[3:]) & set(
+        cluster.namespaces
+    )
