@@ -20,6 +20,8 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
+import uuid
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -96,6 +98,14 @@ def database_unavailable() -> JSONResponse:
     )
 
 
+def request_id_of(given: str | None) -> str:
+    """The client's X-Request-Id when it is a plain token (letters, digits, ._-, at most 64),
+    else a new one, so audit events can be matched to requests."""
+    if given is not None and REQUEST_ID.fullmatch(given):
+        return given
+    return uuid.uuid4().hex
+
+
 def authorization_of(params: dict[str, Any]) -> str | None:
     """The Authorization entry of a connection_init payload, its key in any case, at the
     top (`{"Authorization": …}`) or under `headers` (Apollo's GraphQLWsLink habit)."""
@@ -108,6 +118,7 @@ def authorization_of(params: dict[str, Any]) -> str | None:
 
 
 WS_FORBIDDEN = 4403
+REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 SEND_A_TOKEN = 'Send {"Authorization": "Bearer <token>"} in the connection_init payload.'
 
 
@@ -432,6 +443,7 @@ class GraphQLView(GraphQL[Context, None]):
             services=self.services,
             viewer=request.scope.get("state", {}).get("viewer"),
             over_websocket=isinstance(request, WebSocket),
+            request_id=request_id_of(request.headers.get("x-request-id")),
         )
 
     async def on_ws_connect(self, context: Context) -> None:

@@ -94,6 +94,7 @@ def call_of(info: GraphQLResolveInfo[Context], arguments: dict[str, Any]) -> Aud
         action=info.field_name,
         input=values[0] if len(values) == 1 else recorded,
         target_ids=list(dict.fromkeys(ids)),
+        request_id=info.context.request_id,
     )
 
 
@@ -154,7 +155,8 @@ class AuditEvent(Node):
         description='OK, or the userErrors\' codes (e.g. "FORBIDDEN"; several joined by commas).'
     )
     request_id: str | None = strawberry.field(
-        description="The request's id when the transport gave one; null otherwise."
+        description="The HTTP request's X-Request-Id (a new id when the client sent none), or "
+        "the WebSocket connection's; null for calls made outside a request."
     )
 
     @classmethod

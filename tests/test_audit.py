@@ -52,6 +52,7 @@ async def test_an_allowed_call_is_recorded_with_actor_targets_and_input(org: Org
     assert registered["targetIds"] == [space["id"]], "the id the call created"
     assert registered["input"]["name"] == "audited"
     assert registered["input"]["provider"] == "GENERIC"
+    assert registered["requestId"], "every call carries its request's id"
 
     [created] = await events(org, action="createEnvironment")
     assert set(created["targetIds"]) == {space["id"], environment["id"]}, "named and created"
@@ -165,3 +166,22 @@ def test_every_secret_looking_input_field_is_marked_secret() -> None:
             if any(word in field_name.lower() for word in looks_secret) and not marked:
                 unmarked.append(f"{name}.{field_name}")
     assert unmarked == [], f"mark these metadata=SECRET: {unmarked}"
+
+
+async def test_a_clients_request_id_is_recorded(server: Server, org: Org) -> None:
+    import aiohttp
+
+    request_id = f"req-{secrets.token_hex(6)}"
+    variables = {
+        "input": {"name": make.unique("s"), "provider": "GENERIC", "config": make.generic_config()}
+    }
+    headers = {**org.admin.headers, "X-Request-Id": request_id}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            server.url, json={"query": make.REGISTER_SPACE, "variables": variables}, headers=headers
+        ) as response,
+    ):
+        assert response.status == 200
+    [event] = await events(org, action="registerSpace")
+    assert event["requestId"] == request_id
