@@ -45,6 +45,7 @@ bench: install
 	$(BIN)/python bench/fanout.py
 	$(BIN)/python bench/probe.py
 	$(BIN)/python bench/cloudspaces.py
+	$(BIN)/python bench/abuse.py
 
 schema: install
 	$(BIN)/spacedock export-schema

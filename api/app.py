@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hmac
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ def build_services(settings: Settings) -> Services:
                 per_request=settings.live_calls_per_request,
                 concurrency_per_request=settings.live_call_concurrency,
                 concurrency_per_server=settings.live_calls_per_server,
+                items_per_request=settings.live_items_per_request,
             )
         ),
         cloudspaces=settings.cloudspaces,
@@ -103,6 +105,14 @@ class ProcessMetrics:
                 self.services.bus.subscriber_count,
             ),
         ]
+
+
+def metrics_allowed(request: Request, token: str | None) -> bool:
+    """/metrics is open unless SPACEDOCK_METRICS_TOKEN is set; then it needs that bearer token."""
+    if token is None:
+        return True
+    given = request.headers.get("authorization", "")
+    return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
 
 
 def cors(origins: tuple[str, ...]) -> list[Middleware]:
@@ -178,6 +188,19 @@ def create_app(settings: Settings) -> Starlette:
         return JSONResponse({"status": "ok", "database": "reachable"})
 
     async def metrics(request: Request) -> Response:
+        if not metrics_allowed(request, settings.metrics_token):
+            return JSONResponse(
+                {
+                    "errors": [
+                        {
+                            "message": "Send Authorization: Bearer <SPACEDOCK_METRICS_TOKEN>.",
+                            "extensions": {"code": "UNAUTHENTICATED"},
+                        }
+                    ]
+                },
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="spacedock-metrics"'},
+            )
         return PlainTextResponse(exposition(metric_sources), media_type="text/plain; version=0.0.4")
 
     routes = [

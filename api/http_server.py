@@ -22,6 +22,7 @@ from uvicorn.server import ServerState
 from api.settings import Settings
 
 MAX_HEAD_BYTES = 64 * 1024  # request line and headers together
+LINGER_S = 1.0  # how long a refused connection's remaining input is drained before closing
 
 
 class BoundedHttpProtocol(HttpToolsProtocol):
@@ -37,9 +38,11 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         _loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
-        self.head_bytes = 0
+        self.head_bytes = 0  # as received, before the parser has seen a complete header
         self.reading_head = True
         self.head_deadline: asyncio.TimerHandle | None = None
+        self.refused = False
+        self.parsed_head_bytes = 0  # exact, from the parser's callbacks
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -59,40 +62,65 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self.refused:
+            return
         if self.reading_head:
             self.head_bytes += len(data)
         super().data_received(data)
         # Checked after parsing: a chunk that ends the head may carry body bytes too.
-        if (
-            self.reading_head
-            and self.head_bytes > MAX_HEAD_BYTES
-            and not self.transport.is_closing()
-        ):
+        if self.reading_head and self.head_bytes > MAX_HEAD_BYTES and not self.refused:
             self.refuse(431, b"Request Header Fields Too Large")
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self.reading_head = True
         self.head_bytes = 0
+        self.parsed_head_bytes = 0
         self.arm_head_deadline()
+
+    def on_url(self, url: bytes) -> None:
+        self.parsed_head_bytes += len(url)
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.parsed_head_bytes += len(name) + len(value) + 4  # ": " and CRLF
+        super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
         self.reading_head = False
         self.disarm_head_deadline()
+        if self.parsed_head_bytes > MAX_HEAD_BYTES:  # a head that arrived in one piece
+            self.refuse(431, b"Request Header Fields Too Large")
+            return
         super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if not self.refused:
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if not self.refused:
+            super().on_message_complete()
 
     def head_too_slow(self) -> None:
         self.head_deadline = None
-        if self.reading_head and not self.transport.is_closing():
+        if self.reading_head and not self.refused and not self.transport.is_closing():
             self.refuse(408, b"Request Timeout")
 
     def refuse(self, status: int, reason: bytes) -> None:
+        """Answers and closes. The client may still be sending: closing at once would reset
+        the connection and could destroy the answer before the client reads it, so what
+        still arrives is dropped unparsed for a moment first."""
+        self.refused = True
+        self.disarm_head_deadline()
         body = b'{"errors":[{"message":"' + reason + b'","extensions":{"code":"BAD_REQUEST"}}]}'
         self.transport.write(
             b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
             b"connection: close\r\n\r\n" % (status, reason, len(body)) + body
         )
-        self.transport.close()
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(LINGER_S, self.transport.close)
 
 
 class PathOnly(logging.Filter):

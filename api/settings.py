@@ -122,6 +122,7 @@ class Settings:
     live_calls_per_request: int = 20
     live_call_concurrency: int = 5
     live_calls_per_server: int = 64
+    live_items_per_request: int = 5_000
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -148,6 +149,7 @@ class Settings:
             live_calls_per_request=int(_number("SPACEDOCK_LIVE_CALLS_PER_REQUEST", 20)),
             live_call_concurrency=int(_number("SPACEDOCK_LIVE_CALL_CONCURRENCY", 5)),
             live_calls_per_server=int(_number("SPACEDOCK_LIVE_CALLS_PER_SERVER", 64)),
+            live_items_per_request=int(_number("SPACEDOCK_LIVE_ITEMS_PER_REQUEST", 5_000)),
         )
 
     def secret_box(self) -> SecretBox:

@@ -73,7 +73,7 @@ def _text(
     if not isinstance(value, str) or not value.strip():
         problems.add([key], f"{key} must be a non-empty string")
         return None
-    if pattern is not None and not pattern.match(value):
+    if pattern is not None and not pattern.fullmatch(value):
         problems.add([key], f"{key} must be {what}")  # never echo the value: it may be secret
         return None
     return value
@@ -106,7 +106,7 @@ def _aws(problems: Problems, credentials: Mapping[str, Any]) -> dict[str, Any]:
         if (
             not isinstance(regions, list)
             or not regions
-            or not all(isinstance(r, str) and AWS_REGION.match(r) for r in regions)
+            or not all(isinstance(r, str) and AWS_REGION.fullmatch(r) for r in regions)
         ):
             problems.add(
                 ["regions"], "regions must be a non-empty list of AWS regions such as us-east-1"
@@ -149,7 +149,7 @@ def _gcp(problems: Problems, credentials: Mapping[str, Any]) -> dict[str, Any]:
             ["serviceAccountJson"], "serviceAccountJson private_key must be a PEM private key"
         )
     project = credentials.get("projectId", service_account.get("project_id"))
-    if not isinstance(project, str) or not GCP_PROJECT.match(project):
+    if not isinstance(project, str) or not GCP_PROJECT.fullmatch(project):
         problems.add(
             ["projectId"], "projectId (or the key file's project_id) must be a GCP project id"
         )
@@ -241,7 +241,7 @@ async def delete_account(unit: Unit, viewer: Viewer, account_id: str) -> str:
 
 def _check_cluster_ref(problems: Problems, provider: str | None, ref: ClusterRef) -> None:
     """provider None: the account is unknown, so only the provider-neutral rules apply."""
-    if not REGION.match(ref.region):
+    if not REGION.fullmatch(ref.region):
         problems.add(["region"], "region must be a cloud region or location such as us-east-1")
     if (why := cloud_name_problem(ref.cluster_name)) is not None:
         problems.add(["clusterName"], f"clusterName {why}")

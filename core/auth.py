@@ -9,6 +9,7 @@ refusal says what was wrong and never repeats the credential.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +22,9 @@ from providers.oidc import OidcRefused, Sso
 
 __all__ = ["Unauthenticated", "authenticate", "bearer_of"]
 
+# Matched in full: a credential is visible ASCII, so "sdk_…\n" or a NUL byte is no
+# credential rather than the one before it (issue 7).
+BEARER = re.compile(r"bearer +(?P<credential>[\x21-\x7e]+)", re.IGNORECASE)
 NO_CREDENTIAL = "Send Authorization: Bearer <token>; create one with `spacedock token create`."
 
 
@@ -28,10 +32,10 @@ def bearer_of(authorization: str | None) -> str:
     """The credential of an `Authorization: Bearer …` value; Unauthenticated without one."""
     if not authorization:
         raise Unauthenticated(NO_CREDENTIAL)
-    scheme, _, credential = authorization.strip().partition(" ")
-    if scheme.lower() != "bearer" or not credential.strip():
+    bearer = BEARER.fullmatch(authorization.strip(" \t"))
+    if bearer is None:
         raise Unauthenticated("The Authorization header must be `Bearer <token>`.")
-    return credential.strip()
+    return bearer["credential"]
 
 
 async def authenticate(services: Services, authorization: str | None) -> Viewer:

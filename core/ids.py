@@ -7,6 +7,7 @@ the time-ordered body makes the id itself the keyset for pagination.
 from __future__ import annotations
 
 import os
+import re
 import time
 
 KINDS = {
@@ -22,13 +23,16 @@ KINDS = {
 }
 
 
+# The whole id, matched in full: anything else (a trailing newline, a NUL byte) names nothing.
+ID = re.compile(r"(?P<prefix>[a-z]+)_[0-9a-f]{30}")
+
+
 def new_id(prefix: str) -> str:
     assert prefix in KINDS, prefix
     return f"{prefix}_{time.time_ns() // 1000:014x}{os.urandom(8).hex()}"
 
 
 def kind_of(object_id: str) -> str | None:
-    prefix, _, body = object_id.partition("_")
-    if not body or len(body) != 30:
-        return None
-    return KINDS.get(prefix)
+    """The kind an id names, or None when it is no id this server could have made."""
+    shaped = ID.fullmatch(object_id)
+    return None if shaped is None else KINDS.get(shaped["prefix"])

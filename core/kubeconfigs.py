@@ -120,7 +120,7 @@ def _sanitized(value: str, invalid: re.Pattern[str], limit: int) -> str:
 def space_name(context: str) -> str:
     """A display name from a context name: `arn:aws:eks:…:cluster/prod` -> `arn-aws-eks-…-cluster-prod`."""
     name = _sanitized(context, NOT_DISPLAY_NAME_CHARACTER, DISPLAY_NAME_MAX)
-    if not DISPLAY_NAME.match(name):
+    if not DISPLAY_NAME.fullmatch(name):
         raise Refused(
             f"the context name {context!r} has no letters or digits to name a space; pass --name"
         )
@@ -129,7 +129,7 @@ def space_name(context: str) -> str:
 
 def _cluster_name(cluster: str) -> str:
     name = _sanitized(cluster, NOT_CLOUD_NAME_CHARACTER, CLOUD_NAME_MAX)
-    return name if CLOUD_NAME.match(name) else "kubernetes"
+    return name if CLOUD_NAME.fullmatch(name) else "kubernetes"
 
 
 def _decoded(value: Any, what: str) -> str:

@@ -8,6 +8,10 @@ operations of the process share `concurrency_per_server` slots. A call beyond th
 budget is not made: it fails as a ProviderError, which the field answers as
 PROVIDER_ERROR "too many live calls in one request". Waiting for a slot is part of
 the call, so the call's own timeout (and issue 10's per-field one) covers it.
+
+What the calls bring back is budgeted too (`items_per_request`): turning a cluster's
+answer into GraphQL costs the event loop about 25 µs per item (0.5 s for 20,000
+namespaces), so one operation may not return more than that many live items.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 from providers.errors import PermanentError
 
 TOO_MANY = "too many live calls in one request"
+TOO_MANY_ITEMS = "too many live results in one request"
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,7 @@ class LiveCallLimits:
     per_request: int = 20  # SPACEDOCK_LIVE_CALLS_PER_REQUEST
     concurrency_per_request: int = 5  # SPACEDOCK_LIVE_CALL_CONCURRENCY
     concurrency_per_server: int = 64  # SPACEDOCK_LIVE_CALLS_PER_SERVER
+    items_per_request: int = 5_000  # SPACEDOCK_LIVE_ITEMS_PER_REQUEST
 
 
 class LiveCalls:
@@ -46,6 +52,7 @@ class LiveCallBudget:
     def __init__(self, limits: LiveCallLimits, server_slots: asyncio.Semaphore) -> None:
         self.limits = limits
         self.started = 0
+        self.items = 0
         self._slots = asyncio.Semaphore(limits.concurrency_per_request)
         self._server_slots = server_slots
 
@@ -60,3 +67,13 @@ class LiveCallBudget:
         self.started += 1
         async with self._slots, self._server_slots:
             yield
+
+    def take_items(self, count: int, what: str) -> None:
+        """Counts `count` results of a call against the operation's allowance;
+        PermanentError (TOO_MANY_ITEMS) when they do not fit."""
+        if self.items + count > self.limits.items_per_request:
+            raise PermanentError(
+                f"{TOO_MANY_ITEMS}: {count:,} {what} would pass the limit of "
+                f"{self.limits.items_per_request:,} (SPACEDOCK_LIVE_ITEMS_PER_REQUEST)"
+            )
+        self.items += count

@@ -72,6 +72,7 @@ async def list_namespaces(
                 deny=services.deny_networks,
                 max_body_bytes=services.cluster_max_body_bytes,
             )
+            budget.take_items(len(found), "namespaces")
     except ProviderError as failed:
         raise ApiError("PROVIDER_ERROR", failed.reason) from failed
     except TimeoutError:

@@ -53,7 +53,11 @@ log = logging.getLogger("spacedock.reconciler")
 LEASE = timedelta(seconds=30)
 STEP_TIMEOUT_S = 20.0
 MAX_RETRY_S = 300.0
+# CloudSpaces made by another process (a replica; `spacedock token create` making an org's
+# default one) cannot wake this loop: it looks for due work this often, and this rarely
+# while there is no CloudSpace at all.
 LOOK_FOR_DUE_S = 2.0
+LOOK_WHEN_NONE_S = 10.0
 
 QUEUE = claims.WorkQueue(
     model=CloudSpace,
@@ -167,8 +171,9 @@ class Reconciler:
     async def _until_next_due(self) -> float:
         async with self.services.read() as session:
             earliest = await repo.earliest_due(session)
-        wait = LOOK_FOR_DUE_S if earliest is None else (earliest - utcnow()).total_seconds()
-        return min(max(wait, 0.01), LOOK_FOR_DUE_S)
+        if earliest is None:  # no CloudSpace at all: a quiet database, looked at rarely
+            return LOOK_WHEN_NONE_S
+        return min(max((earliest - utcnow()).total_seconds(), 0.01), LOOK_FOR_DUE_S)
 
     # -- one CloudSpace -----------------------------------------------------------
     async def _work(self, row: CloudSpace | None) -> None:

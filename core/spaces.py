@@ -116,22 +116,22 @@ def _check_config(
         if config.get(field) and (why := cloud_name_problem(config[field])) is not None:
             problems.add(["config", field], f"{field} {why}")
     region = config.get("region")
-    if region and provider == "AWS" and not accounts.AWS_REGION.match(region):
+    if region and provider == "AWS" and not accounts.AWS_REGION.fullmatch(region):
         problems.add(["config", "region"], "region must be an AWS region such as us-east-1")
-    elif region and not accounts.REGION.match(region):
+    elif region and not accounts.REGION.fullmatch(region):
         problems.add(
             ["config", "region"], "region must be a cloud region or location such as us-east-1"
         )
     if (
         provider == "GCP"
         and config.get("projectId")
-        and not accounts.GCP_PROJECT.match(config["projectId"])
+        and not accounts.GCP_PROJECT.fullmatch(config["projectId"])
     ):
         problems.add(["config", "projectId"], "projectId must be a GCP project id")
     if (
         provider == "AZURE"
         and config.get("subscriptionId")
-        and not accounts.UUID.match(config["subscriptionId"])
+        and not accounts.UUID.fullmatch(config["subscriptionId"])
     ):
         problems.add(["config", "subscriptionId"], "subscriptionId must be a UUID")
     if provider == "GENERIC" and config.get("server"):

@@ -6,6 +6,7 @@ unknown one; `org_id=None` is for internal loops that work across orgs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -16,6 +17,13 @@ from sqlmodel import SQLModel, col
 from db.pages import Page, page
 
 Row = TypeVar("Row", bound=SQLModel)
+# Postgres text cannot hold NUL and the driver cannot encode a lone surrogate: a key with
+# either names no row, on SQLite alike, and must not reach the driver, which would fail.
+UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
+
+
+def storable(key: str) -> bool:
+    return UNSTORABLE.search(key) is None
 
 
 async def add(session: AsyncSession, row: SQLModel) -> None:
@@ -38,6 +46,9 @@ def _owned(model: type[Row], org_id: str | None) -> sa.Select[Row]:
 async def by_ids(
     session: AsyncSession, model: type[Row], org_id: str | None, ids: Sequence[str]
 ) -> Sequence[Row]:
+    ids = [key for key in ids if storable(key)]
+    if not ids:
+        return []
     query = _owned(model, org_id).where(col(model.id).in_(ids))  # type: ignore[attr-defined]
     return (await session.scalars(query)).all()
 
@@ -48,6 +59,8 @@ async def by_id(session: AsyncSession, model: type[Row], org_id: str | None, id:
 
 
 async def by_name(session: AsyncSession, model: type[Row], org_id: str, name: str) -> Row | None:
+    if not storable(name):
+        return None
     query = _owned(model, org_id).where(col(model.name) == name)  # type: ignore[attr-defined]
     return (await session.scalars(query)).first()
 

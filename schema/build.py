@@ -16,8 +16,10 @@ from strawberry.types.graphql import OperationType
 from resolvers.context import OperationLoaders
 from schema.audit import AuditMutations
 from schema.errors import ErrorPolicy
+from schema.input_text import guard_mutations
 from schema.limits import MAX_TOKENS, DocumentLimits
 from schema.mutation import Mutation
+from schema.parse_cache import ParsedDocuments
 from schema.policies import DeniedFields
 from schema.query import Query
 from schema.subscription import Subscription
@@ -46,6 +48,7 @@ class SpacedockSchema(strawberry.Schema):
         """Errors are logged by ErrorPolicy, once and without client-side noise."""
 
 
+guard_mutations(Mutation)
 schema = SpacedockSchema(
     query=Query,
     mutation=Mutation,
@@ -53,6 +56,7 @@ schema = SpacedockSchema(
     types=[Org, CloudAccount, Space, Environment, CloudSpace],
     extensions=[
         partial(MaxTokensLimiter, max_token_count=MAX_TOKENS),
+        ParsedDocuments,
         DocumentLimits,
         SubscriptionsOverWebSocket,
         OperationLoaders,

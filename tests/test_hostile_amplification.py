@@ -1,7 +1,7 @@
 """Issue 7: one small query cannot fan out into unbounded live cluster calls.
 
-This module's server allows 3 live calls per operation, 2 of them at once, and 3 at
-once in the whole process. A query asking for the namespaces of five spaces (or of
+This module's server allows 3 live calls per operation, 2 of them at once, 3 at once
+in the whole process, and 50 live results per operation. A query asking for the namespaces of five spaces (or of
 one space under five aliases) makes exactly 3 calls; the other fields answer
 PROVIDER_ERROR "too many live calls in one request" and the rest of the query still
 answers. The stand-in counts the calls and how many ran at once, per operation and
@@ -12,6 +12,7 @@ same budget.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +20,7 @@ import pytest
 
 from tests.conftest import Org
 from tests.support import factories as make
-from tests.support.kube_standin import KubeStandIn
+from tests.support.kube_standin import HostileAnswer, KubeStandIn
 
 TOO_MANY = "too many live calls in one request"
 LIST = "GET /api/v1/namespaces"
@@ -33,6 +34,7 @@ def server_env() -> dict[str, str]:
         "SPACEDOCK_LIVE_CALLS_PER_REQUEST": "3",
         "SPACEDOCK_LIVE_CALL_CONCURRENCY": "2",
         "SPACEDOCK_LIVE_CALLS_PER_SERVER": "3",
+        "SPACEDOCK_LIVE_ITEMS_PER_REQUEST": "50",
         "SPACEDOCK_LIVE_FIELD_TIMEOUT_S": "20",  # slow calls queue for slots here, by design
     }
 
@@ -144,3 +146,18 @@ async def test_creates_in_one_mutation_spend_the_same_budget(
     assert set(names[:3]) <= set(cluster.namespaces) and not set(names[3:]) & set(
         cluster.namespaces
     )
+
+
+async def test_results_of_one_operation_are_budgeted_too(org: Org, cluster: KubeStandIn) -> None:
+    space = await make.register_on_standin(org.admin, cluster)
+    twenty = {"items": [{"metadata": {"name": f"n{i}"}} for i in range(20)]}
+    cluster.answers[LIST] = HostileAnswer(json.dumps(twenty).encode())
+
+    response = await org.viewer.call(aliased(space["id"], 3))
+
+    answered = [k for k, v in response["data"].items() if k != "viewer" and v["namespaces"]]
+    assert len(answered) == 2, "20 + 20 fit in 50; the third 20 do not"
+    [error] = response["errors"]
+    assert error["extensions"]["code"] == "PROVIDER_ERROR"
+    assert error["message"].startswith("too many live results in one request")
+    assert "SPACEDOCK_LIVE_ITEMS_PER_REQUEST" in error["message"]

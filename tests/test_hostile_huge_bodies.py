@@ -134,20 +134,17 @@ async def test_a_60_mb_error_body_is_refused_too(org: Org, cluster: KubeStandIn)
     assert response["errors"][0]["message"].startswith("answer too large")
 
 
-async def test_a_list_under_the_limit_is_decoded_off_the_loop_and_answered(
+def namespace_list(names: list[str]) -> bytes:
+    items = [{"metadata": {"name": n, "creationTimestamp": "2026-01-01T00:00:00Z"}} for n in names]
+    return json.dumps({"kind": "NamespaceList", "items": items}).encode()
+
+
+async def test_a_list_under_the_limits_is_decoded_off_the_loop_and_answered(
     server: Server, org: Org, cluster: KubeStandIn
 ) -> None:
     space = await make.register_on_standin(org.admin, cluster)
-    names = [f"ns-{i:06d}" for i in range(20_000)]  # about 3 MiB, over the on-loop size
-    body = json.dumps(
-        {
-            "kind": "NamespaceList",
-            "items": [
-                {"metadata": {"name": n, "creationTimestamp": "2026-01-01T00:00:00Z"}}
-                for n in names
-            ],
-        }
-    ).encode()
+    names = [f"ns-{i:06d}" for i in range(4_500)]  # under the 5,000 results an operation gets
+    body = namespace_list(names)
     assert kube.DECODE_ON_LOOP_BYTES < len(body) < LIMIT
     cluster.answers["GET /api/v1/namespaces"] = HostileAnswer(body)
     before = cluster.requests["GET /api/v1/namespaces"]
@@ -159,6 +156,22 @@ async def test_a_list_under_the_limit_is_decoded_off_the_loop_and_answered(
 
     assert not response["errors"], response["errors"]
     assert [n["name"] for n in response["data"]["space"]["namespaces"]] == names
+
+
+async def test_more_namespaces_than_an_operation_may_return_are_refused(
+    org: Org, cluster: KubeStandIn
+) -> None:
+    """20,000 tiny namespaces fit in 3 MiB, but rendering them would hold the event loop
+    for about half a second: SPACEDOCK_LIVE_ITEMS_PER_REQUEST (5,000) refuses them."""
+    space = await make.register_on_standin(org.admin, cluster)
+    cluster.answers["GET /api/v1/namespaces"] = HostileAnswer(
+        namespace_list([f"n{i}" for i in range(20_000)])
+    )
+    response = await org.viewer.call(NAMESPACES, {"id": space["id"]})
+    assert response["data"]["space"] == {"name": space["name"], "namespaces": None}
+    [error] = response["errors"]
+    assert error["extensions"]["code"] == "PROVIDER_ERROR"
+    assert error["message"].startswith("too many live results in one request: 20,000")
 
 
 async def test_a_60_mb_version_fails_the_probe_as_too_large(org: Org, cluster: KubeStandIn) -> None:

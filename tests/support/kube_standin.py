@@ -96,8 +96,8 @@ class HostileAnswer:
     status: int = 200
     content_type: str | None = "application/json"  # None: application/octet-stream
     # Sent after `body` in chunks without a Content-Length: a body larger than memory
-    # would hold, produced as it is sent.
-    stream: Iterator[bytes] | None = None
+    # would hold, produced as it is sent. A callable makes a fresh stream per request.
+    stream: Iterator[bytes] | Callable[[], Iterator[bytes]] | None = None
     pause_s: float = 0.0  # between streamed chunks: a slow or dripping sender
 
 
@@ -333,7 +333,7 @@ class KubeStandIn:
         await streamed.prepare(request)
         try:
             await streamed.write(answer.body)
-            for chunk in answer.stream:
+            for chunk in answer.stream() if callable(answer.stream) else answer.stream:
                 await streamed.write(chunk)
                 if answer.pause_s:
                     await asyncio.sleep(answer.pause_s)

@@ -1,0 +1,38 @@
+"""Parsed documents reused across requests (issue 12): a frontend sends the same few
+query texts again and again, and parsing one again costs as much as the first time.
+
+Only documents that parse are kept, and only as many as PARSED_KEPT (least recently used
+dropped first). A text that does not parse, or has more tokens than the limit, is left
+to strawberry's own parse, which answers it as before; the token limit is part of the
+cache key, so a cached document never skips it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from functools import lru_cache
+
+from graphql import DocumentNode, GraphQLError, parse
+from strawberry.extensions import SchemaExtension
+
+PARSED_KEPT = 256
+
+
+@lru_cache(maxsize=PARSED_KEPT)
+def _parsed(query: str, max_tokens: int | None) -> DocumentNode:
+    return parse(query, max_tokens=max_tokens)
+
+
+class ParsedDocuments(SchemaExtension):
+    """Runs after MaxTokensLimiter has set the token limit of the operation."""
+
+    def on_parse(self) -> Iterator[None]:
+        execution = self.execution_context
+        if execution.query and execution.graphql_document is None:
+            # One that fails is parsed again by strawberry, which answers the error as usual.
+            with contextlib.suppress(GraphQLError):
+                execution.graphql_document = _parsed(
+                    execution.query, execution.parse_options.get("max_tokens")
+                )
+        yield

@@ -1,0 +1,76 @@
+"""A TCP forwarder a test can cut and restore: a database outage without stopping the
+shared Postgres. It runs its own event loop in a thread, so a synchronous server
+fixture can use it as well as an async test."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from tests.support.server import free_port
+
+T = TypeVar("T")
+
+
+class TcpProxy:
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self.target = (target_host, target_port)
+        self.port = free_port()
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.listener: asyncio.Server | None = None
+        self.writers: set[asyncio.StreamWriter] = set()
+
+    def _run(self, work: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(work, self.loop).result(timeout=10)
+
+    def start(self) -> TcpProxy:
+        self.thread.start()
+        self.restore()
+        return self
+
+    def restore(self) -> None:
+        """Accepts and forwards connections again."""
+        self._run(self._listen())
+
+    def cut(self) -> None:
+        """Stops listening and drops every forwarded connection: the database is gone."""
+        self._run(self._cut())
+
+    def stop(self) -> None:
+        self.cut()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+
+    async def _listen(self) -> None:
+        self.listener = await asyncio.start_server(self._forward, "127.0.0.1", self.port)
+
+    async def _cut(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+        for writer in list(self.writers):
+            writer.transport.abort()
+        self.writers.clear()
+
+    async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            writer.transport.abort()
+            return
+        self.writers |= {writer, upstream_writer}
+        await asyncio.gather(
+            self._pump(reader, upstream_writer), self._pump(upstream_reader, writer)
+        )
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError, ConnectionError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        writer.transport.abort()
+        self.writers.discard(writer)

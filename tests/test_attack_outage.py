@@ -1,0 +1,95 @@
+"""Issue 7: a database outage answers SERVICE_UNAVAILABLE, not a traceback per request.
+
+The server reaches Postgres through a TCP forwarder the test cuts. Meanwhile every
+GraphQL request is a JSON 503 with `extensions.code: SERVICE_UNAVAILABLE`, a WebSocket
+`connection_init` is closed with 1013 ("try again later") rather than dropped, the log
+says "unavailable" once for the whole outage, and service resumes when the database is
+back. Postgres only: an embedded SQLite file has no network to lose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from tests.conftest import POSTGRES_URL
+from tests.support.attack import HANG, converse, send
+from tests.support.server import Backend, Server, mint_token
+from tests.support.tcp_proxy import TcpProxy
+
+pytestmark = pytest.mark.skipif(
+    POSTGRES_URL is None, reason="needs SPACEDOCK_TEST_DATABASE_URL (a database to lose)"
+)
+VIEWER = {"query": "{ viewer { role } }"}
+
+
+@pytest.fixture(scope="module")
+def database() -> Iterator[Backend]:
+    assert POSTGRES_URL is not None
+    made = Backend.postgres(POSTGRES_URL)
+    yield made
+    made.dispose(POSTGRES_URL)
+
+
+@pytest.fixture(scope="module")
+def proxy(database: Backend) -> Iterator[TcpProxy]:
+    url = sa.make_url(database.url)
+    running = TcpProxy(url.host or "127.0.0.1", url.port or 5432).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def outage_server(
+    database: Backend, proxy: TcpProxy, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    url = sa.make_url(database.url).set(host="127.0.0.1", port=proxy.port)
+    through_proxy = Backend("postgres", url.render_as_string(hide_password=False))
+    log_path = Path(tmp_path_factory.mktemp("outage")) / "server.log"
+    running = Server(backend=through_proxy, log_path=log_path).start()
+    yield running
+    running.stop()
+
+
+async def test_an_outage_is_503_service_unavailable_then_service_resumes(
+    outage_server: Server, proxy: TcpProxy, database: Backend
+) -> None:
+    token = await mint_token(database.url, "outage", "viewer")
+    assert (await send(outage_server, json_body=VIEWER, token=token)).body == {
+        "data": {"viewer": {"role": "VIEWER"}}
+    }
+    proxy.cut()
+    try:
+        answers = [await send(outage_server, json_body=VIEWER, token=token) for _ in range(10)]
+        for answer in answers:
+            assert (answer.status, answer.content_type) == (503, "application/json")
+            assert answer.codes == ["SERVICE_UNAVAILABLE"]
+        talk = await converse(
+            outage_server,
+            [
+                json.dumps(
+                    {"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}}
+                )
+            ],
+        )
+        assert talk.close_code == 1013
+    finally:
+        proxy.restore()
+
+    deadline = asyncio.get_running_loop().time() + HANG
+    while (answer := await send(outage_server, json_body=VIEWER, token=token)).status != 200:
+        assert answer.codes == ["SERVICE_UNAVAILABLE"]
+        assert asyncio.get_running_loop().time() < deadline, "service did not resume"
+        await asyncio.sleep(0.1)
+    assert answer.body == {"data": {"viewer": {"role": "VIEWER"}}}
+
+    log = outage_server.log()
+    assert log.count("database unavailable") == 1, log
+    assert "database reachable again" in log
+    assert "Exception in ASGI application" not in log
+    assert "unexpected error" not in log
