@@ -204,7 +204,8 @@ def create_app(settings: Settings) -> Starlette:
         return PlainTextResponse(exposition(metric_sources), media_type="text/plain; version=0.0.4")
 
     routes = [
-        Route("/graphql", view, methods=["GET", "POST"]),
+        # Every method reaches the view, so that even a PUT is answered in JSON (405).
+        Route("/graphql", view),
         WebSocketRoute("/graphql", view),
         Route("/healthz", healthz),
         Route("/readyz", readyz),

@@ -61,9 +61,11 @@ MAX_SUBSCRIPTIONS_PER_CONNECTION = 100
 MAX_JSON_NESTING = 32
 BAD_REQUEST = "BAD_REQUEST"
 SERVICE_UNAVAILABLE = "SERVICE_UNAVAILABLE"
-# graphql-transport-ws close codes: a malformed message, and "try again later".
-WS_BAD_MESSAGE = 4400
+INTERNAL_SERVER_ERROR = "INTERNAL_SERVER_ERROR"
+# WebSocket close codes (RFC 6455) besides graphql-transport-ws's 4400: "try again later" and
+# "internal error".
 WS_TRY_AGAIN_LATER = 1013
+WS_INTERNAL_ERROR = 1011
 
 
 @dataclass(frozen=True)
@@ -285,10 +287,14 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
         try:
             await super().handle_message(message)
         except Exception as error:
-            if not is_unavailable(error):
-                raise
-            outages.failed(error)
-            await self.websocket.close(WS_TRY_AGAIN_LATER, "database unavailable; retry shortly")
+            if is_unavailable(error):
+                outages.failed(error)
+                await self.websocket.close(
+                    WS_TRY_AGAIN_LATER, "database unavailable; retry shortly"
+                )
+            else:  # a bug: logged once, and the client is told rather than dropped
+                log.exception("unexpected error handling a %s message", message["type"])
+                await self.websocket.close(WS_INTERNAL_ERROR, "internal server error")
 
     session: Session | None = None
     ended = False
@@ -404,10 +410,12 @@ class GraphQLView(GraphQL[Context, None]):
             headers = {"Connection": "close"} if refused.status_code in (408, 413) else None
             response = error_response(refused.status_code, BAD_REQUEST, refused.reason, headers)
         except Exception as error:
-            if not is_unavailable(error):
-                raise
-            outages.failed(error)
-            response = database_unavailable()
+            if is_unavailable(error):
+                outages.failed(error)
+                response = database_unavailable()
+            else:  # a bug: logged here once, answered in JSON like every other error
+                log.exception("unexpected error answering %s /graphql", scope.get("method"))
+                response = error_response(500, INTERNAL_SERVER_ERROR, "Internal server error")
         await response(scope, receive, send)
 
     async def answer(self, scope: Scope, receive: Receive) -> Response:

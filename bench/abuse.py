@@ -9,7 +9,8 @@ how the server answered them, and the bystander's median, p99 and worst latency,
 the worst as a multiple of the idle worst.
 
 Attacks on requests, frames and inputs are below in `ATTACKS`; attacks by hostile
-clusters go in `CLUSTER_ATTACKS` (they need stand-in clusters, which `Scene` can grow).
+clusters (redirects, huge and malformed answers, live-field fan-out) are
+`bench/abuse_clusters.py`'s `CLUSTER_ATTACKS`, run after them.
 
 Run: `.venv/bin/python bench/abuse.py` (about a minute; `--window` sets seconds per attack).
 """
@@ -35,6 +36,7 @@ sys.path.insert(0, str(REPO))
 import aiohttp  # noqa: E402
 import websockets  # noqa: E402
 
+from bench.abuse_clusters import CLUSTER_ATTACKS  # noqa: E402
 from tests.support import factories as make  # noqa: E402
 from tests.support.attack import PROTOCOL  # noqa: E402
 from tests.support.server import Backend, Server, mint_token  # noqa: E402
@@ -181,8 +183,6 @@ ATTACKS: dict[str, Attack] = {
     "bad WebSocket frames": bad_frames,
     "1,000 subscriptions, one token": subscription_flood,
 }
-# Hostile clusters (issue 7, the cluster half): redirects, huge and malformed answers.
-CLUSTER_ATTACKS: dict[str, Attack] = {}
 
 
 @dataclass

@@ -18,11 +18,9 @@ from core.names import check_new_name, cloud_name_problem
 from core.rbac import Viewer
 from core.secrets import SecretBox
 from core.services import Unit
-from db import cloud_accounts as repo
+from db import cloud_accounts as account_rows
 from db import owned
 from db.tables import CloudAccount, ClusterGrant
-
-CLOUD_PROVIDERS = ("AWS", "GCP", "AZURE")
 
 UUID = re.compile(r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
 AWS_ACCESS_KEY_ID = re.compile(r"^[A-Z0-9]{16,128}$")
@@ -228,7 +226,7 @@ async def account_in_org(
 async def delete_account(unit: Unit, viewer: Viewer, account_id: str) -> str:
     viewer.require("cloudaccount:delete")
     account = await account_in_org(unit, viewer, account_id, ["input", "id"])
-    in_use = await repo.live_spaces_using(unit.session, account.id)
+    in_use = await account_rows.live_spaces_using(unit.session, account.id)
     if in_use:
         raise UserErrors.one(
             ["input", "id"],
@@ -269,7 +267,7 @@ async def _grant_target(unit: Unit, viewer: Viewer, ref: ClusterRef) -> tuple[Cl
 async def grant_access(unit: Unit, viewer: Viewer, ref: ClusterRef) -> ClusterGrant:
     viewer.require("cloudaccount:update")
     account, key = await _grant_target(unit, viewer, ref)
-    existing = await repo.grant(unit.session, account.id, key)
+    existing = await account_rows.grant(unit.session, account.id, key)
     if existing is not None:
         return existing  # granting twice is idempotent
     grant = ClusterGrant(
@@ -288,7 +286,7 @@ async def grant_access(unit: Unit, viewer: Viewer, ref: ClusterRef) -> ClusterGr
 async def revoke_access(unit: Unit, viewer: Viewer, ref: ClusterRef) -> ClusterGrant:
     viewer.require("cloudaccount:update")
     account, key = await _grant_target(unit, viewer, ref)
-    grant = await repo.grant(unit.session, account.id, key)
+    grant = await account_rows.grant(unit.session, account.id, key)
     if grant is None:
         raise UserErrors.one(
             ["input", "clusterName"], "this account has no access to that cluster", "NOT_FOUND"

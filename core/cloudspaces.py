@@ -24,7 +24,7 @@ from core.names import dns_label_problem
 from core.rbac import Viewer
 from core.services import Services, Unit
 from core.vclusters import cores_of, mib_of
-from db import cloudspaces as repo
+from db import cloudspaces as cloudspace_rows
 from db import owned
 from db.tables import CloudSpace, CloudSpaceEvent, Org, Space
 from providers import host as host_api
@@ -85,7 +85,7 @@ async def record_phase(
     unit: Unit, row: CloudSpace, previous: str | None, phase: str, message: str | None
 ) -> None:
     """Persists a phase or message change and publishes it after commit."""
-    event = await repo.add_event(
+    event = await cloudspace_rows.add_event(
         unit.session,
         CloudSpaceEvent(
             cloud_space_id=row.id,
@@ -152,7 +152,7 @@ async def check_capacity(
     """QUOTA_EXCEEDED when the host cannot give `cpu`/`memory_mib` (plus a control plane)
     beside what every other CloudSpace on it was promised."""
     settings = services.cloudspaces
-    promised_cpu, promised_memory, others = await repo.promised_on_host(
+    promised_cpu, promised_memory, others = await cloudspace_rows.promised_on_host(
         unit.session, host_space_id, except_id
     )
     left_cpu = capacity.cpu - promised_cpu - others * settings.control_plane_cpu
@@ -200,7 +200,7 @@ async def _host_for(
                 "hostSpaceId is required: this installation has no default host space",
             )
             return None
-        host = await repo.host_space(unit.session, default)
+        host = await cloudspace_rows.host_space(unit.session, default)
         if host is None or host.deregistered_at is not None:
             problems.add(
                 ["hostSpaceId"],
@@ -282,7 +282,7 @@ async def create_default(unit: Unit, services: Services, org: Org) -> CloudSpace
     settings = services.cloudspaces
     if settings.default_host_space is None:
         return None
-    host = await repo.host_space(unit.session, settings.default_host_space)
+    host = await cloudspace_rows.host_space(unit.session, settings.default_host_space)
     if host is None or host.deregistered_at is not None:
         return None
     quota = CreateRequest(DEFAULT_NAME, host.id, settings.default_cpu, settings.default_memory_mib)
@@ -326,7 +326,7 @@ async def resize_host(
                 "QUOTA_EXCEEDED",
             )
     problems.raise_if_any()
-    host = await repo.host_space(unit.session, row.host_space_id)
+    host = await cloudspace_rows.host_space(unit.session, row.host_space_id)
     assert host is not None
     return host
 
@@ -341,7 +341,7 @@ async def resize(
     capacity: Capacity,
 ) -> CloudSpace:
     await resize_host(unit, viewer, cloud_space_id, cpu, memory_mib)
-    row = await repo.lock(unit.session, cloud_space_id)
+    row = await cloudspace_rows.lock(unit.session, cloud_space_id)
     assert row is not None
     problems = Problems("input")
     await check_capacity(
@@ -366,7 +366,7 @@ async def delete(unit: Unit, viewer: Viewer, cloud_space_id: str, confirm_name: 
         )
     if row.phase == "DELETING":
         return row  # already on its way out
-    row = await repo.lock(unit.session, row.id) or row
+    row = await cloudspace_rows.lock(unit.session, row.id) or row
     previous = row.phase
     row.phase, row.step, row.message, row.failures = "DELETING", FIRST_DELETE_STEP, None, 0
     row.next_attempt_at = unit.now
@@ -398,7 +398,7 @@ async def mint_kubeconfig(services: Services, row: CloudSpace) -> MintedKubeconf
     if not vcluster_up(row):
         return None
     async with services.read() as session:
-        host = await repo.host_space(session, row.host_space_id)
+        host = await cloudspace_rows.host_space(session, row.host_space_id)
     if host is None:
         return None
     try:

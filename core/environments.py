@@ -11,7 +11,7 @@ from core.names import check_new_name, dns_label_problem
 from core.rbac import Viewer
 from core.services import Unit
 from core.statuses import SpaceStatus
-from db import environments as repo
+from db import environments as environment_rows
 from db import owned
 from db.tables import Environment, Space
 
@@ -81,5 +81,5 @@ async def bind(
     await _bindable_space(unit, viewer, problems, space_id)
     problems.raise_if_any()
     assert environment is not None
-    await repo.rebind(unit.session, environment, space_id, namespace)
+    await environment_rows.rebind(unit.session, environment, space_id, namespace)
     return environment

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from db import owned, spaces
+from db import owned
+from db import spaces as space_rows
 from db.tables import Space, SpaceStatusEvent
 
 # Reads kept for late subscribers (a subscriber's queue holds at most 1,000 events, but
@@ -67,7 +68,7 @@ class SharedEventReads:
 
     async def _status_event(self, event_id: int) -> StatusEventRead | None:
         async with self._read() as session:
-            found = await spaces.events_by_ids(session, [event_id])
+            found = await space_rows.events_by_ids(session, [event_id])
             if not found:
                 return None
             event = found[0]

@@ -19,6 +19,8 @@ from typing import Any, Protocol
 log = logging.getLogger(__name__)
 
 SPACE_STATUS = "space_status"
+# Every probe result, with the result itself (a few hundred bytes): spaceProbed streams them.
+SPACE_PROBED = "space_probed"
 CLOUDSPACE_PHASE = "cloudspace_phase"
 
 Payload = dict[str, Any]

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from core.status_rules import ProbeState, visible_status
+from core.reasons import StatusReasonCode, failure_code
+from core.status_rules import ProbeState, Reason, shown
 from core.statuses import SpaceStatus
 from db.tables import Space
 
@@ -29,14 +30,37 @@ class HealthRule:
         return now - timedelta(seconds=self.probe_interval_s * STALE_AFTER_INTERVALS)
 
     def status_of(self, space: Space, now: datetime) -> tuple[SpaceStatus, str | None]:
-        """(status, why): why names the hold, staleness, or the failure behind INACTIVE."""
+        """(status, why): why names deregistration, the hold, staleness, or the failure
+        behind INACTIVE or counting toward it."""
+        status, reason = self.shown(space, now)
+        return status, None if reason is None else reason.words
+
+    def shown(self, space: Space, now: datetime) -> tuple[SpaceStatus, Reason | None]:
         last_result = space.last_probe_at or space.created_at
         stale = space.deregistered_at is None and last_result < self.stale_before(now)
-        return visible_status(
-            probe_state(space), held=space.held, stale=stale, last_error=space.last_probe_error
+        return shown(
+            probe_state(space),
+            held=space.held,
+            deregistered=space.deregistered_at is not None,
+            stale=stale,
+            last_error=last_error(space),
         )
 
 
+def last_error(space: Space) -> Reason | None:
+    """The last probe's failure with its code (codes are stored with each result)."""
+    if space.last_probe_error is None:
+        return None
+    code = space.last_probe_error_code
+    return Reason(
+        space.last_probe_error,
+        StatusReasonCode(code) if code else failure_code(space.last_probe_error),
+    )
+
+
 def stored_status(space: Space) -> SpaceStatus:
-    """The status transitions are computed from: the hold over the probes' verdict."""
-    return visible_status(probe_state(space), held=space.held)[0]
+    """The status transitions are computed from: deregistration and the hold over the
+    probes' verdict."""
+    return shown(
+        probe_state(space), held=space.held, deregistered=space.deregistered_at is not None
+    )[0]

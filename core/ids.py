@@ -18,6 +18,7 @@ KINDS = {
     "cs": "CloudSpace",
     "grant": "ClusterGrant",
     "tok": "ApiToken",
+    "sev": "SpaceStatusEvent",
     "role": "RoleDefinition",
     "aud": "AuditEvent",
 }
@@ -36,3 +37,14 @@ def kind_of(object_id: str) -> str | None:
     """The kind an id names, or None when it is no id this server could have made."""
     shaped = ID.fullmatch(object_id)
     return None if shaped is None else KINDS.get(shaped["prefix"])
+
+
+def event_id(number: int) -> str:
+    """Status events are numbered by the database; their public id keeps that order."""
+    return f"sev_{number:030x}"
+
+
+def event_number(object_id: str) -> int | None:
+    if kind_of(object_id) != "SpaceStatusEvent":
+        return None
+    return int(object_id.partition("_")[2], 16)

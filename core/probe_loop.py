@@ -20,20 +20,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import ClassVar
 
 from core.clusters import credentials_for
+from core.events import SPACE_PROBED
 from core.health import probe_state
 from core.loops import Loop, LoopStats, describe, metric
+from core.reasons import StatusReasonCode, failure_code
 from core.services import Services, utcnow
 from core.spaces import record_transition
 from core.status_rules import ProbeResult, ProbeState, after_probe, visible_status
 from db import claims
 from db import probes as probe_rows
 from db.tables import Space
-from providers.errors import ProviderError
+from providers.errors import ProviderError, for_exception
 from providers.probe import ProbeOutcome, Prober
 
 log = logging.getLogger("spacedock.probes")
@@ -56,16 +59,11 @@ class ProbeSettings:
     concurrency: int = 256
     jitter: float = 0.1  # the interval varies by this share either way
 
-    @property
-    def longest_probe(self) -> timedelta:
-        """A probe's credential lookup and its call, each bounded by the timeout."""
-        return timedelta(seconds=2 * self.timeout_s)
-
     def next_probe_in(self) -> timedelta:
-        """The jittered interval, and never shorter than a probe may take, so that two
-        probes of one space never overlap."""
+        """The jittered interval, and never shorter than a probe may take (its credential
+        lookup and call share one `timeout_s`), so two probes of one space never overlap."""
         spread = random.uniform(-self.jitter, self.jitter)
-        return max(self.longest_probe, timedelta(seconds=self.interval_s * (1 + spread)))
+        return timedelta(seconds=max(self.timeout_s, self.interval_s * (1 + spread)))
 
 
 @dataclass
@@ -84,6 +82,29 @@ class _Result:
     space_id: str
     at: datetime
     outcome: ProbeOutcome
+    # Whether the failure came from getting the credential, not from the cluster.
+    minting: bool = False
+
+    @property
+    def error_code(self) -> StatusReasonCode | None:
+        if self.outcome.error is None:
+            return None
+        return failure_code(self.outcome.error, minting=self.minting)
+
+
+def probed_payload(space: Space, write: probe_rows.ProbeWrite) -> dict[str, object]:
+    """A probe result as spaceProbed subscribers receive it."""
+    return {
+        "org_id": space.org_id,
+        "space_id": space.id,
+        "at": write.at.isoformat(),
+        "ok": write.ok,
+        "version": write.version,
+        "latency_ms": write.latency_ms,
+        "error": write.error,
+        "error_code": write.error_code,
+        "failures": write.consecutive_failures,
+    }
 
 
 class ProbeLoop:
@@ -155,23 +176,27 @@ class ProbeLoop:
 
     async def _probe(self, space: Space) -> None:
         """One probe; an error of our own (not the cluster's) gives no result, and the
-        space is probed again when it next falls due."""
+        space is probed again when it next falls due. The credential lookup and the call
+        share one deadline, so a probe never outlasts `timeout_s`."""
+        credentials = None
+        started = time.perf_counter()
         try:
             async with asyncio.timeout(self.settings.timeout_s):
                 credentials = await credentials_for(self.services, space)
+                outcome = await self.prober.probe(credentials)
         except ProviderError as refused:  # e.g. cluster access revoked
             outcome = ProbeOutcome(False, None, error=refused.reason)
-        except TimeoutError:
-            outcome = ProbeOutcome(
-                False,
-                None,
-                error=f"timeout: no cluster credential within {self.settings.timeout_s:g}s",
-            )
-        else:
-            outcome = await self.prober.probe(credentials)
+        except TimeoutError as late:
+            if credentials is None:
+                why = f"timeout: no cluster credential within {self.settings.timeout_s:g}s"
+            else:
+                why = for_exception(late, self.settings.timeout_s).reason
+            waited_ms = round((time.perf_counter() - started) * 1000, 3)
+            outcome = ProbeOutcome(False, waited_ms, error=why)
         self.stats.probes += 1
         self.stats.failures += not outcome.ok
-        self._results.append(_Result(space.id, utcnow(), outcome))
+        minting = credentials is None  # the failure came from getting the credential
+        self._results.append(_Result(space.id, utcnow(), outcome, minting))
         self._results_ready.set()
 
     # -- writing results ----------------------------------------------------
@@ -207,8 +232,11 @@ class ProbeLoop:
                     continue
                 outcome = result.outcome
                 before = states[space.id]
+                error_code = result.error_code
                 after, reason = after_probe(
-                    before, ProbeResult(outcome.ok, outcome.version, outcome.error), threshold
+                    before,
+                    ProbeResult(outcome.ok, outcome.version, outcome.error, error_code),
+                    threshold,
                 )
                 states[space.id] = after
                 writes[space.id] = probe_rows.ProbeWrite(
@@ -220,11 +248,15 @@ class ProbeLoop:
                     version=outcome.version,
                     latency_ms=outcome.latency_ms,
                     error=outcome.error,
+                    error_code=error_code,
                 )
+                unit.publish(SPACE_PROBED, probed_payload(space, writes[space.id]))
                 shown_before = visible_status(before, held=space.held)[0]
                 shown_after = visible_status(after, held=space.held)[0]
                 if shown_after != shown_before:
                     await record_transition(unit, space, shown_before, shown_after, reason)
-                    log.info("space %s: %s -> %s (%s)", space.id, shown_before, shown_after, reason)
+                    log.info(
+                        "space %s: %s -> %s (%s)", space.id, shown_before, shown_after, reason.words
+                    )
                     self.stats.transitions += 1
             await probe_rows.write_results(unit.session, list(writes.values()))

@@ -41,8 +41,8 @@ from core.errors import Problems
 from core.loops import Loop, LoopStats, describe, metric
 from core.services import Services, Unit, utcnow
 from db import claims
-from db import cloudspaces as repo
-from db.tables import CloudSpace
+from db import cloudspaces as cloudspace_rows
+from db.tables import CloudSpace, Space
 from providers import host as host_api
 from providers.credentials import ClusterCredentials
 from providers.errors import ProviderError
@@ -142,9 +142,15 @@ class Reconciler:
         )
 
     async def stop(self) -> None:
-        """Stops claiming and abandons the steps in flight; their leases run out and the
-        persisted step runs again, here or on another replica."""
+        """Stops claiming and abandons the steps in flight, then hands their CloudSpaces
+        back, so the persisted steps run again at once, here after a restart or on another
+        replica. (After a crash, the leases run out instead.)"""
         await self.loop.stop()
+        try:
+            async with self.services.unit() as unit:
+                await cloudspace_rows.release_all(unit.session, self.owner, unit.now)
+        except Exception as error:  # shutting down: the leases run out by themselves
+            log.warning("CloudSpace leases not handed back: %s", describe(error))
 
     # -- claiming ---------------------------------------------------------------
     async def _claim_step(self) -> None:
@@ -170,7 +176,7 @@ class Reconciler:
 
     async def _until_next_due(self) -> float:
         async with self.services.read() as session:
-            earliest = await repo.earliest_due(session)
+            earliest = await cloudspace_rows.earliest_due(session)
         if earliest is None:  # no CloudSpace at all: a quiet database, looked at rarely
             return LOOK_WHEN_NONE_S
         return min(max((earliest - utcnow()).total_seconds(), 0.01), LOOK_FOR_DUE_S)
@@ -178,16 +184,19 @@ class Reconciler:
     # -- one CloudSpace -----------------------------------------------------------
     async def _work(self, row: CloudSpace | None) -> None:
         """Runs the CloudSpace's steps while they are done at once; stops at a wait, a
-        failure, READY's refresh, the end of deletion, or a lost lease."""
+        failure, READY's refresh, the end of deletion, or a lost lease. The host space is
+        read once for the whole run (it cannot be deregistered while it hosts this)."""
+        host: Space | None = None
         while row is not None and not self.loop.stopped:
+            if host is None:
+                async with self.services.read() as session:
+                    host = await cloudspace_rows.host_space(session, row.host_space_id)
             step = row.step
-            outcome = await self._run(row)
+            outcome = await self._run(row, host)
             row = await self._persist(row.id, step, outcome)
 
-    async def _run(self, row: CloudSpace) -> Outcome:
+    async def _run(self, row: CloudSpace, host: Space | None) -> Outcome:
         try:
-            async with self.services.read() as session:
-                host = await repo.host_space(session, row.host_space_id)
             if host is None:
                 return Failed("the host space no longer exists")
             credentials = await rules.host_credentials(self.services, host)
@@ -205,7 +214,7 @@ class Reconciler:
         """One transaction: the outcome of `step`, if this worker still holds the lease and
         the CloudSpace is still at that step. The row when its next step runs now."""
         async with self.services.unit() as unit:
-            row = await repo.locked_if_claimed(unit.session, cloud_space_id, self.owner)
+            row = await cloudspace_rows.locked_if_claimed(unit.session, cloud_space_id, self.owner)
             if row is None:
                 return None  # deleted, or the lease passed to another reconciler
             if row.step != step:  # changed under us (deleteCloudSpace): its new step is due
@@ -270,7 +279,7 @@ class Reconciler:
         self.stats.deleted += 1
         await rules.record_phase(unit, row, row.phase, "DELETED", None)
         unit.session.expunge(row)
-        await repo.delete(unit.session, row.id)
+        await cloudspace_rows.delete(unit.session, row.id)
         log.info("CloudSpace %s deleted", row.id)
 
     # -- steps ----------------------------------------------------------------------
@@ -298,7 +307,7 @@ class Reconciler:
         """Checked again here: a default CloudSpace was never checked, and two creations
         racing for the last room would both have passed."""
         async with self.services.read() as session:
-            host_space = await repo.host_space(session, row.host_space_id)
+            host_space = await cloudspace_rows.host_space(session, row.host_space_id)
         assert host_space is not None
         capacity = await rules.capacity_of(self.services, host_space)
         problems = Problems()

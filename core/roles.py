@@ -14,7 +14,7 @@ from core.errors import Problems, UserErrors
 from core.ids import kind_of, new_id
 from core.rbac import ALL_POLICIES, SYSTEM_POLICIES, SYSTEM_ROLES, CustomRole, Role, Viewer
 from core.services import Unit
-from db import orgs as repo
+from db import orgs as org_rows
 from db import owned
 from db.tables import RoleDefinition
 
@@ -47,7 +47,7 @@ def view_of(row: RoleDefinition) -> RoleView:
 
 async def roles(unit: Unit, viewer: Viewer) -> list[RoleView]:
     """The system roles, then the org's custom roles, oldest first."""
-    custom = await repo.roles_of(unit.session, viewer.org_id)
+    custom = await org_rows.roles_of(unit.session, viewer.org_id)
     return [system_view(role) for role in SYSTEM_ROLES] + [view_of(row) for row in custom]
 
 
@@ -125,12 +125,12 @@ async def update(unit: Unit, viewer: Viewer, role_id: str, policies: Sequence[st
 async def delete(unit: Unit, viewer: Viewer, role_id: str) -> str:
     viewer.require(MANAGE)
     row = await _custom_row(unit, viewer, role_id)
-    if await repo.role_in_use(unit.session, row.id):
+    if await org_rows.role_in_use(unit.session, row.id):
         raise UserErrors.one(
             ("input", "id"),
             f"Tokens still use the role {row.name}; revoke them first.",
             "PRECONDITION_FAILED",
         )
-    await repo.detach_revoked_tokens(unit.session, row.id)
+    await org_rows.detach_revoked_tokens(unit.session, row.id)
     await owned.remove(unit.session, row)
     return row.id

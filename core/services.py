@@ -7,7 +7,6 @@ recorded on it are published only after it commits.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -23,10 +22,8 @@ from core.secrets import SecretBox
 from core.vclusters import CloudSpaceSettings
 from db.engine import Database
 from providers.credentials import CredentialCache
-from providers.network import DEFAULT_MAX_BODY_BYTES
+from providers.network import DEFAULT_MAX_BODY_BYTES, IPNetwork
 from providers.oidc import Sso
-
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 def utcnow() -> datetime:

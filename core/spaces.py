@@ -17,14 +17,15 @@ from core.health import stored_status
 from core.ids import new_id
 from core.names import check_new_name, cloud_name_problem
 from core.rbac import Viewer
+from core.reasons import StatusReasonCode
 from core.secrets import SecretBox
 from core.services import Unit
-from core.status_rules import HOLD_LIFTED, OPERATOR_HOLD, REGISTERED
+from core.status_rules import DEREGISTERED, HOLD_LIFTED, OPERATOR_HOLD, REGISTERED, Reason
 from core.statuses import SpaceStatus
-from db import cloud_accounts as account_repo
-from db import cloudspaces as cloudspace_repo
+from db import cloud_accounts as account_rows
+from db import cloudspaces as cloudspace_rows
 from db import owned
-from db import spaces as repo
+from db import spaces as space_rows
 from db.tables import CloudAccount, Space, SpaceStatusEvent
 
 PUBLIC_CONFIG = ("clusterName", "region", "projectId", "resourceGroup", "subscriptionId", "server")
@@ -171,7 +172,7 @@ async def register(
     await check_new_name(
         problems,
         request.name,
-        lambda: repo.live_space_where(unit.session, viewer.org_id, name=request.name),
+        lambda: space_rows.live_space_where(unit.session, viewer.org_id, name=request.name),
         "a registered space",
     )
     # The checks below need a well-formed config and account; faults of the name alone
@@ -212,14 +213,14 @@ async def register(
             config["clusterName"],
             config.get("resourceGroup"),
         )
-        if await account_repo.grant(unit.session, account.id, key) is None:
+        if await account_rows.grant(unit.session, account.id, key) is None:
             problems.add(
                 ["config", "clusterName"],
                 "the cloud account has no access to this cluster; grantClusterAccess first",
                 "PRECONDITION_FAILED",
             )
     identity = identity_key(request.provider, request.cloud_account_id, config)
-    if await repo.live_space_where(unit.session, viewer.org_id, identity_key=identity):
+    if await space_rows.live_space_where(unit.session, viewer.org_id, identity_key=identity):
         at = ["config", "server"] if request.provider == "GENERIC" else ["config", "clusterName"]
         problems.add(at, "this cluster is already registered as a space", "CONFLICT")
     problems.raise_if_any()
@@ -242,7 +243,9 @@ async def register(
     # A concurrent registration of the same name or cluster fails this insert; the
     # mutation is then retried and the checks above answer CONFLICT.
     await owned.add(unit.session, space)
-    await record_transition(unit, space, None, SpaceStatus.UNKNOWN, REGISTERED)
+    await record_transition(
+        unit, space, None, SpaceStatus.UNKNOWN, Reason(REGISTERED, StatusReasonCode.REGISTERED)
+    )
     unit.probe_soon = True
     return space
 
@@ -255,16 +258,17 @@ async def space_in_org(unit: Unit, viewer: Viewer, space_id: str, field: list[st
 
 
 async def record_transition(
-    unit: Unit, space: Space, previous: str | None, status: str, reason: str | None
+    unit: Unit, space: Space, previous: str | None, status: str, reason: Reason
 ) -> None:
-    event = await repo.add_event(
+    event = await space_rows.add_event(
         unit.session,
         SpaceStatusEvent(
             space_id=space.id,
             org_id=space.org_id,
             previous=previous,
             status=status,
-            reason=reason,
+            reason=reason.words,
+            reason_code=reason.code,
             at=unit.now,
         ),
     )
@@ -286,12 +290,12 @@ async def set_status(unit: Unit, viewer: Viewer, space_id: str, status: str) -> 
     previous = stored_status(space)
     if status == SpaceStatus.INACTIVE:
         space.held = True
-        reason = OPERATOR_HOLD
+        reason = Reason(OPERATOR_HOLD, StatusReasonCode.OPERATOR_HOLD)
     else:
         space.held = False
         space.next_probe_at = unit.now  # take the probes' verdict, starting with a fresh one
         unit.probe_soon = True
-        reason = HOLD_LIFTED
+        reason = Reason(HOLD_LIFTED, StatusReasonCode.HOLD_LIFTED)
     unit.session.add(space)
     await unit.session.flush()
     if stored_status(space) != previous:
@@ -306,21 +310,31 @@ async def deregister(unit: Unit, viewer: Viewer, space_id: str) -> Space:
         raise UserErrors.one(
             ["input", "id"], "the space is already deregistered", "PRECONDITION_FAILED"
         )
-    if hosted := await cloudspace_repo.count_on_space(unit.session, space.id):
+    if hosted := await cloudspace_rows.count_on_space(unit.session, space.id):
         raise UserErrors.one(
             ["input", "id"],
             f"{hosted} CloudSpace{'s' if hosted > 1 else ''} live on this space; "
             "delete them before deregistering it",
             "PRECONDITION_FAILED",
         )
+    # Deregistration is a transition: the space reads INACTIVE from now on, and its
+    # subscribers hear so.
+    previous = stored_status(space)
     space.deregistered_at = unit.now
     unit.session.add(space)
+    await record_transition(
+        unit,
+        space,
+        previous,
+        stored_status(space),
+        Reason(DEREGISTERED, StatusReasonCode.DEREGISTERED),
+    )
     if space.cloud_account_id is not None:
         config = public_config(space)
         key = accounts.cluster_key(
             space.provider, config.get("region"), config["clusterName"], config.get("resourceGroup")
         )
-        grant = await account_repo.grant(unit.session, space.cloud_account_id, key)
+        grant = await account_rows.grant(unit.session, space.cloud_account_id, key)
         if grant is not None:
             await owned.remove(unit.session, grant)
     await unit.session.flush()

@@ -4,23 +4,26 @@ they are unit tested without I/O or sleeps, and every caller applies the same ru
 - `after_probe`: threshold and damping. A success is ACTIVE at once; each failure
   counts, and the threshold-th in a row is INACTIVE; below it the status stays (a new
   space stays UNKNOWN, an ACTIVE one stays ACTIVE).
-- `visible_status`: what every view shows. An operator hold reads INACTIVE whatever the
-  probes say; a live space with no result for a while reads UNKNOWN ("probe stale");
-  otherwise the probes' verdict, with the last failure as the reason behind INACTIVE.
+- `shown`: what every view shows. A deregistered space reads INACTIVE; an operator hold
+  reads INACTIVE whatever the probes say; a live space with no result for a while reads
+  UNKNOWN ("probe stale"); otherwise the probes' verdict, with the last failure as the
+  reason behind INACTIVE or the failures counting toward it.
 
-Both answer (state or status, reason), so reason codes can join the reason words.
+Both answer a `Reason`: the words and the StatusReasonCode (core.reasons).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.reasons import StatusReasonCode, failure_code
 from core.statuses import SpaceStatus
 
 PROBE_STALE = "probe stale"
 OPERATOR_HOLD = "operator hold"
 HOLD_LIFTED = "hold lifted"
 REGISTERED = "registered"
+DEREGISTERED = "deregistered"
 
 
 @dataclass(frozen=True)
@@ -36,27 +39,70 @@ class ProbeResult:
     ok: bool
     version: str | None = None
     error: str | None = None
+    error_code: StatusReasonCode | None = None
 
 
-def after_probe(state: ProbeState, result: ProbeResult, threshold: int) -> tuple[ProbeState, str]:
-    """The probes' verdict after one more result, and the reason words for a transition
-    it causes."""
+@dataclass(frozen=True)
+class Reason:
+    """Why: the words people read and the code programs switch on."""
+
+    words: str
+    code: StatusReasonCode
+
+
+def after_probe(
+    state: ProbeState, result: ProbeResult, threshold: int
+) -> tuple[ProbeState, Reason]:
+    """The probes' verdict after one more result, and the reason for a transition it
+    causes: the failure in the words of the last probe's error (the count of failures is
+    consecutiveFailures), or the version a success reported."""
     if result.ok:
-        return ProbeState(SpaceStatus.ACTIVE, 0), f"probe ok ({result.version})"
+        return ProbeState(SpaceStatus.ACTIVE, 0), Reason(
+            f"probe ok ({result.version})", StatusReasonCode.PROBE_OK
+        )
     failures = state.failures + 1
     status = SpaceStatus.INACTIVE if failures >= threshold else state.status
-    return ProbeState(status, failures), f"{failures} consecutive failures: {result.error}"
+    reason = Reason(
+        result.error or "probe failed",
+        result.error_code or failure_code(result.error or ""),
+    )
+    return ProbeState(status, failures), reason
+
+
+def shown(
+    probes: ProbeState,
+    *,
+    held: bool,
+    deregistered: bool = False,
+    stale: bool = False,
+    last_error: Reason | None = None,
+) -> tuple[SpaceStatus, Reason | None]:
+    """The status a space shows and why (None: a healthy ACTIVE space). `stale`: a live
+    space whose last probe result is older than the staleness limit; `last_error`: the
+    last probe's failure, behind INACTIVE or counting toward it."""
+    if deregistered:
+        return SpaceStatus.INACTIVE, Reason(DEREGISTERED, StatusReasonCode.DEREGISTERED)
+    if held:
+        return SpaceStatus.INACTIVE, Reason(OPERATOR_HOLD, StatusReasonCode.OPERATOR_HOLD)
+    if stale:
+        return SpaceStatus.UNKNOWN, Reason(PROBE_STALE, StatusReasonCode.PROBE_STALE)
+    if probes.failures > 0 and last_error is not None:
+        return probes.status, last_error
+    if probes.status == SpaceStatus.UNKNOWN:
+        return SpaceStatus.UNKNOWN, Reason(REGISTERED, StatusReasonCode.REGISTERED)
+    return probes.status, None
 
 
 def visible_status(
-    probes: ProbeState, *, held: bool, stale: bool = False, last_error: str | None = None
+    probes: ProbeState,
+    *,
+    held: bool,
+    deregistered: bool = False,
+    stale: bool = False,
+    last_error: Reason | None = None,
 ) -> tuple[SpaceStatus, str | None]:
-    """The status a space shows and why (None: nothing to explain). `stale`: a live
-    space whose last probe result is older than the staleness limit."""
-    if held:
-        return SpaceStatus.INACTIVE, OPERATOR_HOLD
-    if stale:
-        return SpaceStatus.UNKNOWN, PROBE_STALE
-    if probes.status == SpaceStatus.INACTIVE:
-        return SpaceStatus.INACTIVE, last_error
-    return probes.status, None
+    """The status a space shows and the words why."""
+    status, reason = shown(
+        probes, held=held, deregistered=deregistered, stale=stale, last_error=last_error
+    )
+    return status, None if reason is None else reason.words

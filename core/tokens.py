@@ -17,7 +17,7 @@ from core.errors import Problems, Unauthenticated, UserErrors
 from core.ids import new_id
 from core.rbac import CredentialKind, CustomRole, Role, Viewer
 from core.services import Services, Unit
-from db import orgs as repo
+from db import orgs as org_rows
 from db import owned
 from db.tables import ApiToken, Org
 
@@ -89,7 +89,7 @@ async def create_token(
     default CloudSpace, given the services that say where) and a new token for it;
     `role` is a system role's name or a custom role's name or id. The clear token is
     returned once; UserErrors for a bad role, name or lifetime."""
-    org = await repo.org_by_name(unit.session, org_name)
+    org = await org_rows.org_by_name(unit.session, org_name)
     if org is None:
         org = Org(id=new_id("org"), name=org_name, created_at=unit.now)
         await owned.add(unit.session, org)
@@ -140,10 +140,10 @@ async def revoke(unit: Unit, viewer: Viewer, token_id: str) -> ApiToken:
 
 async def list_tokens(unit: Unit, org_name: str) -> tuple[Org, list[ApiToken]] | None:
     """For operators (`spacedock token list`): every token of the org, revoked ones too."""
-    org = await repo.org_by_name(unit.session, org_name)
+    org = await org_rows.org_by_name(unit.session, org_name)
     if org is None:
         return None
-    page = await repo.tokens_page(unit.session, org.id, True, 10_000, None)
+    page = await org_rows.tokens_page(unit.session, org.id, True, 10_000, None)
     return org, list(page.items)
 
 
@@ -161,7 +161,7 @@ async def revoke_by_operator(unit: Unit, org_name: str, token_id: str) -> ApiTok
 async def authenticate_token(unit: Unit, token: str) -> tuple[Viewer, bool]:
     """The Viewer for an API token, and whether its lastUsedAt is due a write (a minute
     has passed); Unauthenticated when it is unknown, revoked or expired."""
-    found = await repo.token_with_org(unit.session, token_hash(token))
+    found = await org_rows.token_with_org(unit.session, token_hash(token))
     if found is None:
         raise Unauthenticated("Unknown API token.")
     row, org, custom_row = found
@@ -184,12 +184,12 @@ async def authenticate_token(unit: Unit, token: str) -> tuple[Viewer, bool]:
 
 
 async def mark_used(unit: Unit, token_id: str) -> None:
-    await repo.mark_token_used(unit.session, token_id, unit.now)
+    await org_rows.mark_token_used(unit.session, token_id, unit.now)
 
 
 async def still_valid(unit: Unit, token_ids: list[str]) -> set[str]:
     """Which of these tokens are still usable (not revoked, not expired): one query."""
-    states = await repo.token_states(unit.session, token_ids) if token_ids else {}
+    states = await org_rows.token_states(unit.session, token_ids) if token_ids else {}
     return {
         token_id
         for token_id, (revoked_at, expires_at) in states.items()
@@ -199,5 +199,5 @@ async def still_valid(unit: Unit, token_ids: list[str]) -> set[str]:
 
 async def org_admin(unit: Unit, org_name: str) -> Viewer | None:
     """An ADMIN of the org, for operator commands run beside the server; None: no such org."""
-    org = await repo.org_by_name(unit.session, org_name)
+    org = await org_rows.org_by_name(unit.session, org_name)
     return None if org is None else Viewer(org_id=org.id, org_name=org.name, role=Role.ADMIN)

@@ -134,3 +134,12 @@ async def events_by_ids(session: AsyncSession, ids: Sequence[int]) -> Sequence[C
 
 async def delete(session: AsyncSession, cloud_space_id: str) -> None:
     await session.execute(sa.delete(CloudSpace).where(col(CloudSpace.id) == cloud_space_id))
+
+
+async def release_all(session: AsyncSession, owner: str, now: datetime) -> None:
+    """Ends every lease `owner` still holds, so its CloudSpaces are due again at once."""
+    await session.execute(
+        sa.update(CloudSpace)
+        .where(col(CloudSpace.claimed_by) == owner)
+        .values(claimed_by=None, lease_until=None, next_attempt_at=now)
+    )

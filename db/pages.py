@@ -38,7 +38,7 @@ class Keyset:
     size: int
     backward: bool = False
     # (sort key value, id); the value is None when the list is ordered by id alone.
-    position: tuple[Any, str] | None = None
+    position: tuple[Any, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ class ProbeWrite:
     version: str | None
     latency_ms: float | None
     error: str | None
+    error_code: str | None = None
 
 
 # Core executemany statements: the ORM's bulk UPDATE costs several times more CPU per row.
@@ -56,6 +57,7 @@ RESULT = (
         last_probe_version=sa.bindparam("version"),
         last_probe_latency_ms=sa.bindparam("latency_ms"),
         last_probe_error=sa.bindparam("error"),
+        last_probe_error_code=sa.bindparam("error_code"),
     )
 )
 
@@ -101,6 +103,7 @@ async def write_results(session: AsyncSession, writes: Sequence[ProbeWrite]) -> 
                     "version": write.version,
                     "latency_ms": write.latency_ms,
                     "error": write.error,
+                    "error_code": write.error_code,
                 }
                 for write in writes
             ],

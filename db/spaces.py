@@ -22,24 +22,12 @@ LIVE = col(Space.deregistered_at).is_(None)
 def effective_status(stale_before: datetime) -> sa.ColumnElement[str]:
     """The health rule in SQL; `core.health.HealthRule.status_of` is the same rule in Python."""
     return sa.case(
+        # A deregistered space reads INACTIVE ("deregistered") from then on.
+        (sa.not_(LIVE), "INACTIVE"),
         (col(Space.held), "INACTIVE"),
-        # A deregistered space is no longer probed: it keeps its last verdict, never stale.
-        (
-            sa.and_(LIVE, sa.func.coalesce(Space.last_probe_at, Space.created_at) < stale_before),
-            "UNKNOWN",
-        ),
+        (sa.func.coalesce(Space.last_probe_at, Space.created_at) < stale_before, "UNKNOWN"),
         else_=Space.probe_status,
     )
-
-
-async def spaces_by_ids(
-    session: AsyncSession, org_id: str | None, ids: Sequence[str]
-) -> Sequence[Space]:
-    """Spaces by id, deregistered ones included; org_id None only for internal loops."""
-    query = sa.select(Space).where(col(Space.id).in_(ids))
-    if org_id is not None:
-        query = query.where(col(Space.org_id) == org_id)
-    return (await session.scalars(query)).all()
 
 
 async def live_space_where(session: AsyncSession, org_id: str, **equal: str) -> Space | None:
@@ -172,6 +160,27 @@ async def events_by_ids(session: AsyncSession, ids: Sequence[int]) -> Sequence[S
     return (await session.scalars(query)).all()
 
 
+async def events_page(
+    session: AsyncSession,
+    org_id: str,
+    first: int,
+    after: int | None,
+    space_ids: Sequence[str] | None,
+) -> Page[SpaceStatusEvent]:
+    """An org's events in the order they happened (ids are assigned in that order)."""
+    query = sa.select(SpaceStatusEvent).where(col(SpaceStatusEvent.org_id) == org_id)
+    if space_ids is not None:
+        query = query.where(col(SpaceStatusEvent.space_id).in_(space_ids))
+    found = await ordered_page(
+        session,
+        query,
+        col(SpaceStatusEvent.id),
+        Order(),
+        Keyset(first, False, None if after is None else (None, after)),
+    )
+    return found
+
+
 async def recent_events(
     session: AsyncSession, space_ids: Sequence[str], first: int
 ) -> dict[str, list[SpaceStatusEvent]]:
@@ -192,7 +201,3 @@ async def recent_events(
     for row in (await session.scalars(query)).all():
         grouped[row.space_id].append(row)
     return grouped
-
-
-async def update(session: AsyncSession, space_id: str, **values: Any) -> None:
-    await session.execute(sa.update(Space).where(col(Space.id) == space_id).values(**values))

@@ -161,6 +161,8 @@ class Space(SQLModel, table=True):
     last_probe_version: str | None = None
     last_probe_latency_ms: float | None = None
     last_probe_error: str | None = None
+    # The StatusReasonCode of last_probe_error (core.reasons).
+    last_probe_error_code: str | None = None
     next_probe_at: datetime = _time()
     created_at: datetime = _time()
     deregistered_at: datetime | None = _time(nullable=True)
@@ -176,6 +178,8 @@ class SpaceStatusEvent(SQLModel, table=True):
     previous: str | None = None
     status: str
     reason: str | None = None
+    # The StatusReasonCode of reason (core.reasons); null only on rows older than it.
+    reason_code: str | None = None
     at: datetime = _time()
 
 

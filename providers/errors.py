@@ -1,10 +1,10 @@
 """Our own error hierarchy at the provider boundary, with reasons people can tell apart.
 
 Every failure to reach a cloud or a cluster becomes a `ProviderError` whose
-`reason` starts with one of the words in DESIGN.md (`DNS`, `connection
-refused`, `TLS`, `401 unauthorized`, `403 forbidden`, `timeout`, `HTTP 5xx`,
-`cluster access revoked`). `TemporaryError` carries a retry delay; the SDK
-error is chained as `__cause__` and never put in the reason, so that no
+`reason` starts with one of the reason words of the probe semantics (`DNS`,
+`connection refused`, `TLS`, `401 unauthorized`, `403 forbidden`, `timeout`,
+`HTTP 5xx`, `cluster access revoked`). `TemporaryError` marks failures that may
+pass by themselves, `PermanentError` the others; the SDK error is chained as `__cause__` and never put in the reason, so that no
 token or key can leak through a message.
 """
 
@@ -24,13 +24,23 @@ class ProviderError(Exception):
 
 
 class TemporaryError(ProviderError):
-    def __init__(self, reason: str, delay_s: float = 5.0) -> None:
-        super().__init__(reason)
-        self.delay_s = delay_s
+    """A failure that may pass by itself (timeouts, refused connections, 5xx); callers
+    retry on their own schedule (the next probe, the reconciler's backoff)."""
 
 
 class PermanentError(ProviderError):
     pass
+
+
+UNEXPECTED_ANSWER = "unexpected answer from the API server"
+
+
+class UnexpectedAnswer(PermanentError):
+    """The API server answered something the API never sends: a malformed shape, a body
+    that is not JSON, or one larger than we read."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{UNEXPECTED_ANSWER}: {what}")
 
 
 def for_status(status: int, server_message: str = "") -> ProviderError:
@@ -42,6 +52,11 @@ def for_status(status: int, server_message: str = "") -> ProviderError:
         return PermanentError(f"403 forbidden: the credential lacks permission{detail}")
     if status >= 500:
         return TemporaryError(f"HTTP {status} from the API server{detail}")
+    if 300 <= status < 400:  # a redirect is an answer here, never a way elsewhere
+        return PermanentError(
+            f"HTTP {status} from the API server: redirects are not followed; "
+            "register the server URL the cluster answers on"
+        )
     return PermanentError(f"HTTP {status} from the API server{detail}")
 
 

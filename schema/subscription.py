@@ -9,7 +9,8 @@ from typing import Annotated
 import strawberry
 
 from resolvers import cloudspaces, subscriptions
-from schema.types import CloudSpaceEvent, GraphInfo, SpaceStatusEvent
+from schema.enums import StatusReasonCode
+from schema.types import CloudSpaceEvent, GraphInfo, ProbeEvent, ProbeResult, SpaceStatusEvent
 
 
 @strawberry.type(
@@ -17,7 +18,9 @@ from schema.types import CloudSpaceEvent, GraphInfo, SpaceStatusEvent
 )
 class Subscription:
     @strawberry.subscription(
-        description="Every status change of the spaces the subscriber may view; spaceId narrows to one."
+        description="Every status change of the spaces the subscriber may view; spaceId or "
+        "spaceIds narrow it. After a reconnect, read statusEvents(after:) from the last event id "
+        "seen to catch up."
     )
     async def space_status_changed(
         self,
@@ -28,10 +31,50 @@ class Subscription:
                 description="Follow only this space; an unknown or foreign id is NOT_FOUND."
             ),
         ] = None,
+        space_ids: Annotated[
+            list[strawberry.ID] | None,
+            strawberry.argument(
+                description="Follow only these spaces, e.g. a table's page: at most 100 (more is "
+                "BAD_USER_INPUT); an unknown or foreign id is NOT_FOUND."
+            ),
+        ] = None,
     ) -> AsyncGenerator[SpaceStatusEvent, None]:
-        async with aclosing(subscriptions.space_status_events(info.context, space_id)) as events:
+        found = subscriptions.space_status_events(info.context, space_id, space_ids)
+        async with aclosing(found) as events:
             async for row in events:
                 yield SpaceStatusEvent.from_row(row)
+
+    @strawberry.subscription(
+        description="Every probe result of the given spaces (at most 100), for live last-probe "
+        "columns."
+    )
+    async def space_probed(
+        self,
+        info: GraphInfo,
+        space_ids: Annotated[
+            list[strawberry.ID],
+            strawberry.argument(
+                description="The spaces to follow: at most 100 (more is BAD_USER_INPUT); an "
+                "unknown or foreign id is NOT_FOUND."
+            ),
+        ],
+    ) -> AsyncGenerator[ProbeEvent, None]:
+        async with aclosing(subscriptions.space_probes(info.context, space_ids)) as probes:
+            async for probed in probes:
+                yield ProbeEvent(
+                    space_id=strawberry.ID(probed.space_id),
+                    consecutive_failures=probed.failures,
+                    result=ProbeResult(
+                        at=probed.at,
+                        ok=probed.ok,
+                        version=probed.version,
+                        latency_ms=probed.latency_ms,
+                        error=probed.error,
+                        error_code=None
+                        if probed.error_code is None
+                        else StatusReasonCode[probed.error_code],
+                    ),
+                )
 
     @strawberry.subscription(
         description="Every phase or message change of the CloudSpaces the subscriber may view."

@@ -12,6 +12,8 @@ from strawberry.types import Info
 
 from core import namespaces as namespace_rules
 from core import roles as role_rules
+from core.health import last_error
+from core.ids import event_id
 from db import tables
 from db.pages import Page
 from resolvers import access as access_reads
@@ -21,7 +23,15 @@ from resolvers import reads
 from resolvers.context import Context
 from resolvers.pagination import cursors_of
 from schema.arguments import After, First
-from schema.enums import CloudSpacePhase, CredentialKind, Provider, Role, SpaceStatus, SpaceType
+from schema.enums import (
+    CloudSpacePhase,
+    CredentialKind,
+    Provider,
+    Role,
+    SpaceStatus,
+    SpaceType,
+    StatusReasonCode,
+)
 from schema.policies import needs
 
 GraphInfo = Info[Context, None]
@@ -201,23 +211,60 @@ class ProbeResult:
     error: str | None = strawberry.field(
         description="What failed, in the words statusReason uses; null when ok."
     )
+    error_code: StatusReasonCode | None = strawberry.field(
+        description="What failed, for programs; null when ok."
+    )
+
+    @classmethod
+    def of_space(cls, row: tables.Space) -> ProbeResult | None:
+        if row.last_probe_at is None or row.last_probe_ok is None:
+            return None
+        error = last_error(row)
+        return cls(
+            at=row.last_probe_at,
+            ok=row.last_probe_ok,
+            version=row.last_probe_version,
+            latency_ms=row.last_probe_latency_ms,
+            error=None if error is None else error.words,
+            error_code=None if error is None else StatusReasonCode[error.code],
+        )
 
 
-@strawberry.type(description="One status transition of a space, kept in its history.")
-class SpaceStatusEvent:
+@strawberry.type(description="One probe result of a space, as spaceProbed streams it.")
+class ProbeEvent:
+    space_id: strawberry.ID = strawberry.field(description="The space probed.")
+    result: ProbeResult = strawberry.field(description="What the probe found.")
+    consecutive_failures: int = strawberry.field(
+        description="Failed probes in a row, this one included; 0 after a success."
+    )
+
+
+@strawberry.type(
+    description="One status transition of a space, kept in its history (the last 1,000 per space)."
+)
+class SpaceStatusEvent(Node):
     row: Private[tables.SpaceStatusEvent]
+    id: strawberry.ID = strawberry.field(
+        description="Stable, and increasing in the order events happened: statusEvents(after:) "
+        "catches up from the last id a client saw."
+    )
     space_id: strawberry.ID = strawberry.field(description="The space that changed.")
     previous: SpaceStatus | None = strawberry.field(
         description="The status before; null for the first event of a registration."
     )
     status: SpaceStatus = strawberry.field(description="The status from this event on.")
     at: datetime = strawberry.field(description="When the transition happened.")
-    reason: str | None = strawberry.field(description='Why, in words (e.g. "TLS", "timeout").')
+    reason: str | None = strawberry.field(
+        description='Why, in the words statusReason and lastProbe.error use (e.g. "TLS: …").'
+    )
+    reason_code: StatusReasonCode = strawberry.field(description="Why, for programs.")
 
     @classmethod
     def from_row(cls, row: tables.SpaceStatusEvent) -> SpaceStatusEvent:
         return cls(
             row=row,
+            id=strawberry.ID(event_id(row.id or 0)),
+            reason_code=StatusReasonCode[reads.event_reason_code(row)],
             space_id=strawberry.ID(row.space_id),
             previous=None if row.previous is None else SpaceStatus(row.previous),
             status=SpaceStatus(row.status),
@@ -284,16 +331,21 @@ class Space(Node):
 
     @strawberry.field(description="The health every view shows (probes, hold, staleness).")
     def status(self, info: GraphInfo) -> SpaceStatus:
-        return SpaceStatus(reads.space_status(info.context, self.row)[0])
+        return SpaceStatus[reads.space_shown(info.context, self.row)[0]]
 
     @strawberry.field(
-        description=(
-            'Why the status is what it is when that is not a healthy probe: "operator hold", '
-            '"probe stale" (no probe result for 3 intervals), or the failure behind INACTIVE.'
-        )
+        description="Why the space has its status (the hold, a stale probe, the failure behind "
+        "INACTIVE or the failures counting toward it, deregistration, a registration not yet "
+        "probed); null for a healthy ACTIVE space."
     )
     def status_reason(self, info: GraphInfo) -> str | None:
-        return reads.space_status(info.context, self.row)[1]
+        reason = reads.space_shown(info.context, self.row)[1]
+        return None if reason is None else reason.words
+
+    @strawberry.field(description="statusReason for programs; null when statusReason is.")
+    def status_reason_code(self, info: GraphInfo) -> StatusReasonCode | None:
+        reason = reads.space_shown(info.context, self.row)[1]
+        return None if reason is None else StatusReasonCode[reason.code]
 
     @strawberry.field(
         description="True while an operator hold (setSpaceStatus INACTIVE) is in force."
@@ -301,18 +353,12 @@ class Space(Node):
     def held(self) -> bool:
         return self.row.held
 
-    @strawberry.field(description="The latest probe's outcome; null before the first probe.")
+    @strawberry.field(
+        description="The latest probe's outcome; null before the first probe. Kept as history "
+        "after deregistration."
+    )
     def last_probe(self) -> ProbeResult | None:
-        row = self.row
-        if row.last_probe_at is None or row.last_probe_ok is None:
-            return None
-        return ProbeResult(
-            at=row.last_probe_at,
-            ok=row.last_probe_ok,
-            version=row.last_probe_version,
-            latency_ms=row.last_probe_latency_ms,
-            error=row.last_probe_error,
-        )
+        return ProbeResult.of_space(self.row)
 
     @strawberry.field(description="Most recent first.", extensions=needs("space:view"))
     async def status_events(

@@ -169,8 +169,10 @@ async def test_get_requests_are_checked_the_same_way(server: Server, org: Org) -
     assert fine.body == {"data": {"viewer": {"role": "VIEWER"}}}
 
 
-async def test_other_methods_get_a_json_answer(server: Server, org: Org) -> None:
+@pytest.mark.parametrize("method", ["PUT", "DELETE", "PATCH"])
+async def test_other_methods_get_a_json_answer(server: Server, org: Org, method: str) -> None:
     answer = await send(
-        server, json.dumps({"query": VIEWER}), method="PUT", token=org.tokens["viewer"]
+        server, json.dumps({"query": VIEWER}), method=method, token=org.tokens["viewer"]
     )
-    assert answer.status == 405
+    assert (answer.status, answer.content_type) == (405, "application/json")
+    assert answer.codes == ["BAD_REQUEST"]

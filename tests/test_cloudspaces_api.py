@@ -10,11 +10,15 @@ more than it can give; what happens on a host with room is in test_cloudspaces.p
 from __future__ import annotations
 
 import asyncio
+import json
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from gql.transport.exceptions import TransportQueryError
 
 from tests.conftest import Org
 from tests.support import factories as make
@@ -202,3 +206,48 @@ async def test_deleting_asks_for_the_name_and_the_policy_then_starts_at_once(
     assert deleting["cloudSpaceId"] == default["id"]
     assert deleting["phase"] == "DELETING"
     assert deleting["previous"] in ("PENDING", "PROVISIONING", "FAILED")
+
+
+async def test_no_kubeconfig_before_the_vcluster_is_up(platform: Platform, tenant: Org) -> None:
+    # The stand-in host has no room, so the default CloudSpace never gets a vCluster.
+    default = default_of(await tenant.viewer.data(LIST))
+    data = await tenant.editor.data(
+        "query($id: ID!) { cloudSpace(id: $id) { vclusters { ready kubeconfig kubeconfigExpiresAt } } }",
+        {"id": default["id"]},
+    )
+    assert data["cloudSpace"]["vclusters"] == [
+        {"ready": False, "kubeconfig": None, "kubeconfigExpiresAt": None}
+    ]
+    url = f"{platform.server.base}/api/v1/cloudspaces/{default['id']}/vclusters/default/kubeconfig"
+    status, body = await download(url, tenant.tokens["editor"])
+    assert status == 409
+    assert json.loads(body)["errors"][0]["extensions"]["code"] == "PRECONDITION_FAILED"
+    assert (await download(url.replace(default["id"], "cs_nope"), tenant.tokens["editor"]))[
+        0
+    ] == 404
+
+
+async def download(url: str, token: str) -> tuple[int, str]:
+    def get() -> tuple[int, str]:
+        sent = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+        try:
+            with urllib.request.urlopen(sent, timeout=30) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as refused:
+            return refused.code, refused.read().decode()
+
+    return await asyncio.to_thread(get)
+
+
+async def test_watching_an_unknown_or_foreign_cloudspace_is_not_found(
+    platform: Platform, tenant: Org
+) -> None:
+    other = await platform.tenant("other")
+    foreign = default_of(await other.viewer.data(LIST))["id"]
+    for cloud_space_id in (foreign, "cs_unknown"):
+        async with tenant.viewer.websocket() as session:
+            with pytest.raises(TransportQueryError) as refused:
+                async for _ in session.subscribe(request(EVENTS, {"id": cloud_space_id})):
+                    pass
+        assert refused.value.errors is not None
+        assert refused.value.errors[0]["extensions"]["code"] == "NOT_FOUND"

@@ -147,9 +147,10 @@ async def test_a_cluster_goes_active_then_inactive_at_the_threshold_and_recovers
         failing = await until(
             org.viewer, space_id, lambda s: s["consecutiveFailures"] >= 1, "failure"
         )
-        # Damping: one or two failures leave an ACTIVE space ACTIVE.
-        assert failing["consecutiveFailures"] < THRESHOLD, failing
-        assert failing["status"] == "ACTIVE"
+        # Damping: below the threshold an ACTIVE space stays ACTIVE (caught whenever the
+        # poll lands; the history below shows no transition before the third failure).
+        below = failing["consecutiveFailures"] < THRESHOLD
+        assert failing["status"] == ("ACTIVE" if below else "INACTIVE"), failing
         assert failing["lastProbe"]["ok"] is False
         assert failing["lastProbe"]["error"].startswith("connection refused")
         assert failing["lastProbe"]["version"] is None
@@ -167,7 +168,7 @@ async def test_a_cluster_goes_active_then_inactive_at_the_threshold_and_recovers
         assert persisted[:2] == [(None, "UNKNOWN", "registered"), ("UNKNOWN", "ACTIVE", probe_ok())]
         previous, status, reason = persisted[2]
         assert (previous, status) == ("ACTIVE", "INACTIVE")
-        assert reason.startswith("3 consecutive failures: connection refused"), reason
+        assert reason.startswith("connection refused"), reason
         assert persisted[3:] == [("INACTIVE", "ACTIVE", probe_ok())]
 
         live = await subscriber.take(4)
@@ -186,15 +187,15 @@ async def test_a_new_space_that_fails_stays_unknown_until_the_threshold(
         failing = await until(
             org.viewer, space_id, lambda s: s["consecutiveFailures"] >= 1, "failure"
         )
-        assert failing["consecutiveFailures"] < THRESHOLD, failing
-        assert failing["status"] == "UNKNOWN"
+        below = failing["consecutiveFailures"] < THRESHOLD
+        assert failing["status"] == ("UNKNOWN" if below else "INACTIVE"), failing
         down = await until(org.viewer, space_id, lambda s: s["status"] == "INACTIVE", "INACTIVE")
         live = await subscriber.take(2)
     assert [(e["previous"], e["status"], e["reason"]) for e in live] == history(down)
     (first, (previous, status, reason)) = history(down)
     assert first == (None, "UNKNOWN", "registered")
     assert (previous, status) == ("UNKNOWN", "INACTIVE")
-    assert reason.startswith("3 consecutive failures: connection refused")
+    assert reason.startswith("connection refused")
 
 
 FAULTS: dict[str, tuple[Callable[[KubeStandIn], None], str]] = {
@@ -218,7 +219,8 @@ async def test_each_failure_names_its_reason(org: Org, cluster: KubeStandIn, fau
     assert down["lastProbe"]["latencyMs"] is not None
     _, status, reason = history(down)[-1]
     assert status == "INACTIVE"
-    assert reason.startswith(f"3 consecutive failures: {word}"), reason
+    # One wording: the event says what lastProbe.error says.
+    assert reason == down["lastProbe"]["error"], reason
     assert cluster.token not in reason
 
 

@@ -1,6 +1,6 @@
 """The role/policy matrix: every mutation, as VIEWER, EDITOR, ADMIN and a custom role.
 
-DESIGN.md's "Roles and policies" table is the specification, restated here
+The design's "Roles and policies" table is the specification, restated here
 as ROLE_POLICIES so that a drift in `core.rbac` fails a test. A mutation the
 caller's role lacks the policy for answers one FORBIDDEN userError and leaves
 the org exactly as it was; with the policy it succeeds and changes something.

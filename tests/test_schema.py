@@ -41,20 +41,6 @@ NOT_YET_BY_ISSUE: dict[str, set[str]] = {
         "Mutation.rotateCloudAccountCredentials",
         "RotateCloudAccountCredentialsInput",
     },
-    "frontend-grade API (10)": {
-        "StatusReasonCode",
-        "Space.statusReasonCode",
-        "ProbeResult.errorCode",
-        "SpaceStatusEvent.id",
-        "SpaceStatusEvent.reasonCode",
-        "SpaceStatusEvent implements Node",
-        "SpaceStatusEventEdge",
-        "SpaceStatusEventConnection",
-        "Query.statusEvents",
-        "ProbeEvent",
-        "Subscription.spaceProbed",
-        "Subscription.spaceStatusChanged(spaceIds)",
-    },
 }
 NOT_YET: set[str] = set().union(*NOT_YET_BY_ISSUE.values())
 

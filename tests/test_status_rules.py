@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import pytest
 
+from core.reasons import StatusReasonCode
 from core.status_rules import (
     OPERATOR_HOLD,
     PROBE_STALE,
     ProbeResult,
     ProbeState,
+    Reason,
     after_probe,
+    shown,
     visible_status,
 )
 from core.statuses import SpaceStatus
@@ -33,7 +36,7 @@ def run(state: ProbeState, *results: ProbeResult, threshold: int = 3) -> list[Pr
 def test_a_success_is_active_at_once_and_clears_the_failures() -> None:
     state, reason = after_probe(ProbeState(INACTIVE, 7), OK, threshold=3)
     assert state == ProbeState(ACTIVE, 0)
-    assert reason == "probe ok (v1.31.2)"
+    assert reason == Reason("probe ok (v1.31.2)", StatusReasonCode.PROBE_OK)
 
 
 def test_a_new_space_that_fails_stays_unknown_until_the_threshold() -> None:
@@ -53,9 +56,18 @@ def test_the_threshold_th_failure_in_a_row_is_inactive(threshold: int) -> None:
     assert [s.status for s in states] == [ACTIVE] * (threshold - 1) + [INACTIVE]
 
 
-def test_a_failure_reason_counts_the_failures_and_names_the_error() -> None:
+def test_a_failure_reason_is_the_errors_own_words_and_code() -> None:
+    """One wording: the event says what lastProbe.error says (the count is
+    consecutiveFailures)."""
     _, reason = after_probe(ProbeState(ACTIVE, 2), REFUSED, threshold=3)
-    assert reason == "3 consecutive failures: connection refused"
+    assert reason == Reason("connection refused", StatusReasonCode.CONNECTION_REFUSED)
+    minted = ProbeResult(
+        ok=False, error="minting failed", error_code=StatusReasonCode.CREDENTIALS_UNAVAILABLE
+    )
+    assert (
+        after_probe(ProbeState(ACTIVE), minted, 3)[1].code
+        == StatusReasonCode.CREDENTIALS_UNAVAILABLE
+    )
 
 
 def test_a_hold_reads_inactive_whatever_the_probes_or_staleness_say() -> None:
@@ -72,11 +84,22 @@ def test_a_stale_space_reads_unknown_probe_stale() -> None:
     )
 
 
-def test_otherwise_the_probes_verdict_shows_with_the_failure_behind_inactive() -> None:
+def test_otherwise_the_probes_verdict_shows_with_the_failure_behind_or_counting() -> None:
+    unauthorized = Reason("401 unauthorized", StatusReasonCode.UNAUTHORIZED)
     assert visible_status(ProbeState(ACTIVE), held=False) == (ACTIVE, None)
-    assert visible_status(ProbeState(UNKNOWN, 2), held=False) == (UNKNOWN, None)
-    failing = visible_status(ProbeState(INACTIVE, 3), held=False, last_error="401 unauthorized")
-    assert failing == (INACTIVE, "401 unauthorized")
+    assert visible_status(ProbeState(UNKNOWN), held=False) == (UNKNOWN, "registered")
+    counting = shown(ProbeState(UNKNOWN, 2), held=False, last_error=unauthorized)
+    assert counting == (UNKNOWN, unauthorized)
+    failing = shown(ProbeState(INACTIVE, 3), held=False, last_error=unauthorized)
+    assert failing == (INACTIVE, unauthorized)
+
+
+def test_a_deregistered_space_reads_inactive_deregistered_whatever_else() -> None:
+    for probes in (ProbeState(ACTIVE), ProbeState(INACTIVE, 4)):
+        for held in (True, False):
+            status, reason = shown(probes, held=held, deregistered=True, stale=True)
+            assert status == INACTIVE
+            assert reason == Reason("deregistered", StatusReasonCode.DEREGISTERED)
 
 
 def test_a_held_space_probed_back_to_health_shows_no_transition() -> None:
