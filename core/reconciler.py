@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from sqlmodel import col
 
@@ -122,6 +122,8 @@ class Reconciler:
         self.owner = owner_name()
         self.stats = ReconcileStats()
         self.loop = Loop("reconcile", self.stats, concurrency)
+        # The Flux manifests, read once per process (a release URL's content is fixed).
+        self._flux_objects: list[dict[str, Any]] | None = None
 
     @property
     def poll_s(self) -> float:
@@ -406,7 +408,10 @@ class Reconciler:
         return await self._in_vcluster(row, host, work)
 
     async def _flux(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
-        objects = vc.flux_objects(await host_api.read_manifests(self.settings.flux_manifests))
+        if self._flux_objects is None:
+            text = await host_api.read_manifests(self.settings.flux_manifests)
+            self._flux_objects = vc.flux_objects(text)
+        objects = self._flux_objects
 
         async def work(vcluster: host_api.Kube) -> Outcome:
             await self._apply_all(vcluster, objects)
