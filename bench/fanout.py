@@ -226,7 +226,8 @@ class Clients:
             try:
                 await asyncio.wait_for(process.wait(), 15)
             except TimeoutError:
-                process.kill()
+                with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                    process.kill()
                 await process.wait()
 
 
