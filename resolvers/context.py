@@ -36,6 +36,8 @@ class Context:
     over_websocket: bool = False
     # Set by strawberry from the graphql-transport-ws connection_init payload.
     connection_params: dict[str, Any] = field(default_factory=dict)
+    # The HTTP request's (or WebSocket connection's) id, recorded in the audit log.
+    request_id: str | None = None
 
     @property
     def caller(self) -> Viewer:

@@ -41,13 +41,6 @@ NOT_YET_BY_ISSUE: dict[str, set[str]] = {
         "Mutation.rotateCloudAccountCredentials",
         "RotateCloudAccountCredentialsInput",
     },
-    "access for real teams (11)": {
-        "AuditEvent",
-        "AuditEventEdge",
-        "AuditEventConnection",
-        "AuditFilter",
-        "Query.auditEvents",
-    },
 }
 NOT_YET: set[str] = set().union(*NOT_YET_BY_ISSUE.values())
 
