@@ -24,6 +24,7 @@ from api.kubeconfig_route import kubeconfig_endpoint
 from api.settings import Settings
 from core.events import EventBus, InProcessBus, PostgresBus
 from core.health import HealthRule
+from core.housekeeping import Housekeeping
 from core.live_calls import LiveCallLimits, LiveCalls
 from core.metrics import MetricSource, Sample, exposition
 from core.probe_loop import ProbeLoop, ProbeSettings
@@ -31,6 +32,7 @@ from core.reconciler import Reconciler
 from core.services import Services
 from db.engine import Database
 from db.notify import PostgresNotifier
+from providers.oidc import OidcVerifier, Sso
 from providers.probe import VersionProber
 
 log = logging.getLogger("spacedock")
@@ -61,6 +63,13 @@ def build_services(settings: Settings) -> Services:
             )
         ),
         cloudspaces=settings.cloudspaces,
+        sso=None
+        if settings.oidc_issuer is None or settings.oidc_audience is None
+        else Sso(
+            OidcVerifier(settings.oidc_issuer, settings.oidc_audience),
+            settings.oidc_org_claim,
+            settings.oidc_role_claim,
+        ),
         live_field_timeout_s=settings.live_field_timeout_s,
     )
 
@@ -137,17 +146,20 @@ def create_app(settings: Settings) -> Starlette:
     )
     probes = build_probe_loop(settings, services)
     # Every background loop's stats join here; /metrics renders whatever is listed.
+    housekeeping = Housekeeping(services, settings.audit_retention_days, view.sessions)
     reconciler = Reconciler(services)
     metric_sources: list[MetricSource] = [
         ProcessMetrics(services),
         probes.stats,
         reconciler.stats,
+        housekeeping.stats,
     ]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await services.database.migrate()
         probes.start()
+        housekeeping.start()
         reconciler.start()
         # What is loaded by now lives as long as the process. Out of the collector's reach,
         # it no longer makes every full collection pause requests for ~250 ms
@@ -159,6 +171,7 @@ def create_app(settings: Settings) -> Starlette:
             yield
         finally:
             await probes.stop()
+            await housekeeping.stop()
             await reconciler.stop()
             await services.database.dispose()
 

@@ -2,7 +2,9 @@
 
 `make graphiql` installs the pinned UMD bundles of api/graphiql/package.json into
 api/graphiql/node_modules, which api.app mounts at /graphiql; the page loads only
-from there, so it works on networks that cannot reach the internet.
+from there, so it works on networks that cannot reach the internet. A wheel carries
+the files the page loads in the same place (setup.py copies them from node_modules
+at build time), so `pip install` serves GraphiQL without npm.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 HTTP requests are authenticated before strawberry sees them (401 with a
 GraphQL-shaped body); the GraphiQL page itself, a browser GET, needs no
 token. WebSocket clients send the token in `connection_init`; a bad one
-closes the socket with 4403.
+closes the socket with 4403, and so does a credential revoked or expired while the
+socket is open (with the reason; nothing is sent after).
 
 Whatever a client sends, the answer is GraphQL-shaped: a request that is not a
 GraphQL request (a body that is not a JSON object, not JSON, too large, too slow,
@@ -19,6 +20,8 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
+import uuid
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +47,8 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 
 from api import graphiql
 from core.auth import Unauthenticated, authenticate
-from core.services import Services
+from core.services import Services, utcnow
+from core.sessions import Session, Sessions, expiry_reason
 from db.outages import is_unavailable, outages
 from resolvers.context import Context
 from schema.build import schema
@@ -66,6 +70,9 @@ WS_INTERNAL_ERROR = 1011
 
 @dataclass(frozen=True)
 class TransportLimits:
+    """The transport's settings (SPACEDOCK_MAX_BODY_BYTES, _REQUEST_READ_TIMEOUT_S,
+    _MAX_SUBSCRIPTIONS_PER_TOKEN)."""
+
     max_body_bytes: int = 1024 * 1024
     read_timeout_s: float = 5.0
     max_subscriptions_per_token: int = 500
@@ -96,6 +103,14 @@ def database_unavailable() -> JSONResponse:
     )
 
 
+def request_id_of(given: str | None) -> str:
+    """The client's X-Request-Id when it is a plain token (letters, digits, ._-, at most 64),
+    else a new one, so audit events can be matched to requests."""
+    if given is not None and REQUEST_ID.fullmatch(given):
+        return given
+    return uuid.uuid4().hex
+
+
 def authorization_of(params: dict[str, Any]) -> str | None:
     """The Authorization entry of a connection_init payload, its key in any case, at the
     top (`{"Authorization": …}`) or under `headers` (Apollo's GraphQLWsLink habit)."""
@@ -108,6 +123,7 @@ def authorization_of(params: dict[str, Any]) -> str | None:
 
 
 WS_FORBIDDEN = 4403
+REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 SEND_A_TOKEN = 'Send {"Authorization": "Bearer <token>"} in the connection_init payload.'
 
 
@@ -258,6 +274,10 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
             await super().handle_connection_init(message)
         except Refused as refused:
             await self.websocket.close(code=WS_FORBIDDEN, reason=refused.reason)
+            return
+        # issue 11: a connection lives no longer than its credential (core.sessions).
+        if self.connection_acknowledged and self.context.viewer is not None:
+            self.session = self.view.sessions.open(self.context.viewer, self.end_session)
 
     async def handle_message(self, message: WSMessage) -> None:
         problem = message_problem(message)
@@ -278,6 +298,30 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
             else:  # a bug: logged once, and the client is told rather than dropped
                 log.exception("unexpected error handling a %s message", message["type"])
                 await self.websocket.close(WS_INTERNAL_ERROR, "internal server error")
+
+    session: Session | None = None
+    ended = False
+
+    async def shutdown(self) -> None:
+        if self.session is not None:
+            self.view.sessions.close(self.session)
+        await super().shutdown()
+
+    async def end_session(self, reason: str) -> None:
+        """Stops every operation, then closes 4403 with the reason; nothing is sent after."""
+        self.ended = True
+        for operation_id in list(self.operations):
+            await self.cleanup_operation(operation_id)
+        await self.websocket.close(WS_FORBIDDEN, reason)
+
+    async def send_message(self, message: Any) -> None:
+        if self.ended:
+            return
+        viewer = self.context.viewer
+        if viewer is not None and (reason := expiry_reason(viewer, utcnow())) is not None:
+            await self.end_session(reason)
+            return
+        await super().send_message(message)
 
     async def subscribe_counted(self, message: Any) -> None:
         """Starts the operation unless its credential already holds the most it may."""
@@ -343,6 +387,7 @@ class GraphQLView(GraphQL[Context, None]):
         self,
         services: Services,
         limits: TransportLimits | None = None,
+        sessions: Sessions | None = None,
         allowed_origins: tuple[str, ...] = (),
     ) -> None:
         super().__init__(
@@ -356,6 +401,7 @@ class GraphQLView(GraphQL[Context, None]):
         self.services = services
         self.limits = limits or TransportLimits()
         self.subscriptions = SubscriptionCounts(self.limits.max_subscriptions_per_token)
+        self.sessions = sessions or Sessions()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -417,6 +463,7 @@ class GraphQLView(GraphQL[Context, None]):
             services=self.services,
             viewer=request.scope.get("state", {}).get("viewer"),
             over_websocket=isinstance(request, WebSocket),
+            request_id=request_id_of(request.headers.get("x-request-id")),
         )
 
     async def on_ws_connect(self, context: Context) -> None:

@@ -7,6 +7,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import sqlalchemy as sa
@@ -43,6 +44,22 @@ def _networks(name: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network,
         return tuple(ipaddress.ip_network(part.strip()) for part in raw.split(",") if part.strip())
     except ValueError as error:
         raise SettingsError(f"{name} must be comma-separated CIDRs: {error}") from None
+
+
+def _oidc_settings() -> dict[str, Any]:
+    issuer = os.environ.get("SPACEDOCK_OIDC_ISSUER") or None
+    audience = os.environ.get("SPACEDOCK_OIDC_AUDIENCE") or None
+    if issuer is not None and audience is None:
+        raise SettingsError(
+            "SPACEDOCK_OIDC_AUDIENCE must be set with SPACEDOCK_OIDC_ISSUER: the audience "
+            "(client id) your identity provider puts in the tokens it issues for spacedock"
+        )
+    return {
+        "oidc_issuer": issuer,
+        "oidc_audience": audience,
+        "oidc_org_claim": os.environ.get("SPACEDOCK_OIDC_ORG_CLAIM") or "org",
+        "oidc_role_claim": os.environ.get("SPACEDOCK_OIDC_ROLE_CLAIM") or "spacedock_role",
+    }
 
 
 def _origins(name: str) -> tuple[str, ...]:
@@ -98,6 +115,12 @@ class Settings:
     live_field_timeout_s: float = 2.0
     # issue 7 (hostile clusters): how much of one cluster answer is read.
     cluster_max_body_bytes: int = 4 * 2**20
+    # issue 11 (access): how long audit events are kept, and SSO with bearer JWTs.
+    audit_retention_days: float = 90.0
+    oidc_issuer: str | None = None
+    oidc_audience: str | None = None
+    oidc_org_claim: str = "org"
+    oidc_role_claim: str = "spacedock_role"
     live_calls_per_request: int = 20
     live_call_concurrency: int = 5
     live_calls_per_server: int = 64
@@ -128,6 +151,8 @@ class Settings:
             cors_origins=_origins("SPACEDOCK_CORS_ORIGINS"),
             live_field_timeout_s=_number("SPACEDOCK_LIVE_FIELD_TIMEOUT_S", 2.0),
             cluster_max_body_bytes=int(_number("SPACEDOCK_CLUSTER_MAX_BODY_BYTES", 4 * 2**20)),
+            audit_retention_days=_number("SPACEDOCK_AUDIT_RETENTION_DAYS", 90.0),
+            **_oidc_settings(),
             live_calls_per_request=int(_number("SPACEDOCK_LIVE_CALLS_PER_REQUEST", 20)),
             live_call_concurrency=int(_number("SPACEDOCK_LIVE_CALL_CONCURRENCY", 5)),
             live_calls_per_server=int(_number("SPACEDOCK_LIVE_CALLS_PER_SERVER", 64)),

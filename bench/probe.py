@@ -250,9 +250,13 @@ async def probe_due_once(services: Services, loop: ProbeLoop, count: int, standi
 
 
 async def bare_pass(
-    prober: FreshHandshakeProber, standins: list[StandIn], count: int, concurrency: int, pid: int
+    prober: FreshHandshakeProber | VersionProber,
+    standins: list[StandIn],
+    count: int,
+    concurrency: int,
+    pid: int,
 ) -> Pass:
-    """`count` probes by the raw prober alone (no loop, no database), after a warm-up."""
+    """`count` probes by a prober alone (no loop, no database), after a warm-up."""
     gate = asyncio.Semaphore(concurrency)
     fleet = [
         ClusterCredentials(
@@ -284,7 +288,9 @@ async def bare_pass(
         machine_busy_s=machine_busy_s() - busy,
         statements=0,
     )
-    print(f"  fresh handshakes, bare: {count:,} probes, {measured.rate:,.0f}/s", flush=True)
+    if isinstance(prober, VersionProber):
+        measured = replace(measured, handshakes=Counter(prober.sessions.handshakes))
+    print(f"  {type(prober).__name__}, bare: {count:,} probes, {measured.rate:,.0f}/s", flush=True)
     return measured
 
 
@@ -312,7 +318,7 @@ async def measure(
     return measured
 
 
-async def throughput(args: argparse.Namespace, database_url: str) -> tuple[Pass, Pass, Pass]:
+async def throughput(args: argparse.Namespace, database_url: str) -> tuple[Pass, Pass, Pass, Pass]:
     database = Database(database_url)
     await database.migrate()
     services = Services(
@@ -335,7 +341,10 @@ async def throughput(args: argparse.Namespace, database_url: str) -> tuple[Pass,
                 "fresh handshakes", services, FreshHandshakeProber(), fresh, 300, args, pid
             )
             bare = await bare_pass(FreshHandshakeProber(), standins, fresh, args.concurrency, pid)
-        return ours, baseline, bare
+            prober_only = await bare_pass(
+                VersionProber(TIMEOUT_S), standins, fresh, args.concurrency, pid
+            )
+        return ours, baseline, bare, prober_only
     finally:
         if not database.is_sqlite:
             async with database.transaction() as session:
@@ -438,12 +447,12 @@ async def detection(trials: int) -> tuple[list[float], list[float], list[float]]
 
 
 # -- report ---------------------------------------------------------------------------------
-def report_throughput(ours: Pass, baseline: Pass, bare: Pass) -> None:
+def report_throughput(ours: Pass, baseline: Pass, bare: Pass, prober_only: Pass) -> None:
     print()
     print("Probe throughput: the real loop and database, stand-ins in another process")
-    columns = ("hot path (resumed)", "fresh, same loop", "fresh, bare")
+    columns = ("hot path (resumed)", "fresh, same loop", "fresh, bare", "hot prober, bare")
     print(f"  {'':32}" + "".join(f"{column:>20}" for column in columns))
-    passes = (ours, baseline, bare)
+    passes = (ours, baseline, bare, prober_only)
     rows: list[tuple[str, Callable[[Pass], str]]] = [
         ("probes in the measured pass", lambda p: f"{p.probes:,}"),
         ("wall time", lambda p: f"{p.wall_s:.2f} s"),
@@ -469,6 +478,12 @@ def report_throughput(ours: Pass, baseline: Pass, bare: Pass) -> None:
         f"fresh-handshake prober: {ours.cpu_ms / bare.cpu_ms:.2f}x bare, "
         f"{ours.cpu_ms / baseline.cpu_ms:.2f}x in the same loop. "
         "Fleet at 70% of a core = 0.7 x 60 s / CPU per probe."
+    )
+    resumed, full = prober_only.handshakes["resumed"], prober_only.handshakes["full"]
+    print(
+        f"  TLS alone (both bare, no database): the hot prober ({resumed:,} resumed, {full:,} "
+        f"full handshakes) costs {prober_only.cpu_ms / bare.cpu_ms:.2f}x the raw "
+        "fresh-handshake prober per probe."
     )
 
 
@@ -500,8 +515,9 @@ async def main(args: argparse.Namespace) -> None:
         f"concurrency {args.concurrency}",
         flush=True,
     )
-    ours, baseline, bare = await throughput(args, database_url)
-    report_throughput(ours, baseline, bare)
+    passes = await throughput(args, database_url)
+    report_throughput(*passes)
+    ours = passes[0]
     if args.detection_trials:
         print("\nDetection latency", flush=True)
         report_detection(*await detection(args.detection_trials))

@@ -1,18 +1,24 @@
 """Who is calling: one place turns an `Authorization` value into a Viewer, or says why not.
 
-API tokens (`sdk_…`) are looked up by hash; with SSO configured, any other bearer
-value is taken as a JWT from the OIDC issuer. A refusal says what was wrong and
-never repeats the credential.
+API tokens (`sdk_…`) are looked up by hash. With SSO configured
+(SPACEDOCK_OIDC_ISSUER), any other bearer value is taken as a JWT from that issuer:
+its org claim must name an existing org, and its role claim (a string or a list)
+picks the first value naming a system or custom role of that org, else VIEWER. A
+refusal says what was wrong and never repeats the credential.
 """
 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
+from typing import Any
 
-from core import tokens
+from core import roles, tokens
 from core.errors import Unauthenticated
-from core.rbac import Viewer
+from core.rbac import CredentialKind, Role, Viewer
 from core.services import Services
+from db import orgs as org_repo
+from providers.oidc import OidcRefused, Sso
 
 __all__ = ["Unauthenticated", "authenticate", "bearer_of"]
 
@@ -38,9 +44,48 @@ async def authenticate(services: Services, authorization: str | None) -> Viewer:
     The lookup reads only (on SQLite it never waits for the write lock); the once-a-minute
     lastUsedAt write, when due, is a short unit of its own."""
     credential = bearer_of(authorization)
+    if services.sso is not None and not credential.startswith(tokens.PREFIX):
+        return await _from_jwt(services, services.sso, credential)
     async with services.unit(read_only=True) as unit:
         viewer, used_long_ago = await tokens.authenticate_token(unit, credential)
     if used_long_ago and viewer.token_id is not None:
         async with services.unit() as unit:
             await tokens.mark_used(unit, viewer.token_id)
     return viewer
+
+
+async def _from_jwt(services: Services, sso: Sso, token: str) -> Viewer:
+    try:
+        claims = await sso.verifier.verify(token)
+    except OidcRefused as refused:
+        raise Unauthenticated(refused.message) from None
+    org_name = claims.get(sso.org_claim)
+    if not isinstance(org_name, str) or not org_name:
+        raise Unauthenticated(f"The JWT lacks the {sso.org_claim} claim naming an org.")
+    async with services.unit(read_only=True) as unit:
+        org = await org_repo.org_by_name(unit.session, org_name)
+        if org is None:
+            raise Unauthenticated(f"The JWT's org {org_name[:100]} is unknown here.")
+        role, custom = Role.VIEWER, None
+        for name in _role_names(claims.get(sso.role_claim)):
+            found = await roles.resolve(unit, org.id, name)
+            if found is not None:
+                role, custom = found
+                break
+    return Viewer(
+        org_id=org.id,
+        org_name=org.name,
+        role=role,
+        custom_role=custom,
+        subject=str(claims["sub"]),
+        credential_kind=CredentialKind.OIDC,
+        expires_at=datetime.fromtimestamp(int(claims["exp"]), UTC),
+    )
+
+
+def _role_names(claim: Any) -> list[str]:
+    if isinstance(claim, str):
+        return [claim]
+    if isinstance(claim, list):
+        return [value for value in claim if isinstance(value, str)]
+    return []

@@ -1,5 +1,5 @@
 """CloudSpaces: creation with strict quotas, quota changes, deletion, the default CloudSpace
-of a new org, and the lifecycle's steps and events (DESIGN.md "CloudSpaces, made exact").
+of a new org, and the lifecycle's steps and events (README "CloudSpaces").
 
 A quota is checked against what the host can really give: the sum of its nodes'
 allocatable, less what every other CloudSpace on it (of any org) was promised,

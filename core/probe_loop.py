@@ -159,9 +159,11 @@ class ProbeLoop:
                 due_again=unit.now + settings.next_probe_in(),
                 limit=free,
             )
-            # Each space's own jitter, so that spaces claimed together drift apart.
+            # Each space's own jitter, so that spaces claimed together drift apart; counted
+            # from now, after the claim, which a busy database may have kept waiting.
+            claimed_at = utcnow()
             await probe_rows.schedule(
-                unit.session, {space.id: unit.now + settings.next_probe_in() for space in spaces}
+                unit.session, {space.id: claimed_at + settings.next_probe_in() for space in spaces}
             )
         for space in spaces:
             self.loop.spawn(space.id, self._probe(space))

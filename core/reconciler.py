@@ -30,13 +30,13 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from sqlmodel import col
 
 from core import cloudspaces as rules
 from core import vclusters as vc
-from core.cloudspace_access import address, admin_reach, target_of
+from core.cloudspace_access import AdminReach, address, admin_reach, target_of
 from core.errors import Problems
 from core.loops import Loop, LoopStats, describe, metric
 from core.services import Services, Unit, utcnow
@@ -122,6 +122,11 @@ class Reconciler:
         self.owner = owner_name()
         self.stats = ReconcileStats()
         self.loop = Loop("reconcile", self.stats, concurrency)
+        # The Flux manifests, read once per process (a release URL's content is fixed).
+        self._flux_objects: list[dict[str, Any]] | None = None
+        # Each vCluster's address and admin access, read from the host once per run of
+        # steps (never stored): a later run reads them again, rotated certificates too.
+        self._reach: dict[str, AdminReach] = {}
 
     @property
     def poll_s(self) -> float:
@@ -187,13 +192,18 @@ class Reconciler:
         failure, READY's refresh, the end of deletion, or a lost lease. The host space is
         read once for the whole run (it cannot be deregistered while it hosts this)."""
         host: Space | None = None
-        while row is not None and not self.loop.stopped:
-            if host is None:
-                async with self.services.read() as session:
-                    host = await cloudspace_rows.host_space(session, row.host_space_id)
-            step = row.step
-            outcome = await self._run(row, host)
-            row = await self._persist(row.id, step, outcome)
+        cloud_space_id = None if row is None else row.id
+        try:
+            while row is not None and not self.loop.stopped:
+                if host is None:
+                    async with self.services.read() as session:
+                        host = await cloudspace_rows.host_space(session, row.host_space_id)
+                step = row.step
+                outcome = await self._run(row, host)
+                row = await self._persist(row.id, step, outcome)
+        finally:
+            if cloud_space_id is not None:
+                self._reach.pop(cloud_space_id, None)
 
     async def _run(self, row: CloudSpace, host: Space | None) -> Outcome:
         try:
@@ -364,6 +374,7 @@ class Reconciler:
         target = target_of(row)
         async with self._connect(host) as kube:
             reach = await admin_reach(self.services, kube, target)
+            self._reach[row.id] = reach
             await kube.apply(vc.system_namespace())
             await kube.apply(vc.kubeconfig_copy(target, reach.access, reach.address))
         return Done()
@@ -374,8 +385,11 @@ class Reconciler:
         host: ClusterCredentials,
         work: Callable[[host_api.Kube], Awaitable[Outcome]],
     ) -> Outcome:
-        async with self._connect(host) as kube:
-            reach = await admin_reach(self.services, kube, target_of(row))
+        reach = self._reach.get(row.id)
+        if reach is None:
+            async with self._connect(host) as kube:
+                reach = await admin_reach(self.services, kube, target_of(row))
+            self._reach[row.id] = reach
         async with self._connect(reach.credentials) as vcluster:
             return await work(vcluster)
 
@@ -406,7 +420,10 @@ class Reconciler:
         return await self._in_vcluster(row, host, work)
 
     async def _flux(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
-        objects = vc.flux_objects(await host_api.read_manifests(self.settings.flux_manifests))
+        if self._flux_objects is None:
+            text = await host_api.read_manifests(self.settings.flux_manifests)
+            self._flux_objects = vc.flux_objects(text)
+        objects = self._flux_objects
 
         async def work(vcluster: host_api.Kube) -> Outcome:
             await self._apply_all(vcluster, objects)
@@ -429,7 +446,7 @@ class Reconciler:
         target = target_of(row)
         async with self._connect(host) as kube:
             await self._apply_all(kube, vc.host_namespace_objects(self.settings, target))
-            reach = await admin_reach(self.services, kube, target)
+            reach = self._reach.get(row.id) or await admin_reach(self.services, kube, target)
         async with self._connect(reach.credentials) as vcluster:
             return Done(await self._headroom_in(vcluster, row))
 

@@ -23,6 +23,7 @@ from core.vclusters import CloudSpaceSettings
 from db.engine import Database
 from providers.credentials import CredentialCache
 from providers.network import DEFAULT_MAX_BODY_BYTES, IPNetwork
+from providers.oidc import Sso
 
 
 def utcnow() -> datetime:
@@ -61,6 +62,8 @@ class Services:
     cloudspaces: CloudSpaceSettings = field(default_factory=CloudSpaceSettings)
     # Set when a CloudSpace has work now (created, resized, deleted).
     reconcile_wanted: asyncio.Event = field(default_factory=asyncio.Event)
+    # SSO with bearer JWTs (SPACEDOCK_OIDC_*); None: API tokens only.
+    sso: Sso | None = None
     # How long a live field (Space.namespaces) waits on one cluster before it gives up.
     live_field_timeout_s: float = 2.0
     # Status events read once per process for all their subscribers (issue 12).

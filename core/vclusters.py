@@ -1,5 +1,5 @@
 """What a CloudSpace is on the clusters: its settings, the names of its objects, the
-quantities, and the manifests the reconciler applies (DESIGN.md "CloudSpaces, made exact").
+quantities, and the manifests the reconciler applies (README "CloudSpaces").
 
 Everything here is pure: the reconciler decides when to apply, `providers.host` how.
 """
@@ -34,7 +34,7 @@ DEFAULT_FLUX_MANIFESTS = "https://github.com/fluxcd/flux2/releases/download/v2.4
 
 @dataclass(frozen=True)
 class CloudSpaceSettings:
-    """The SPACEDOCK_* settings of CloudSpaces (DESIGN.md "Settings")."""
+    """The SPACEDOCK_* settings of CloudSpaces (README "Settings")."""
 
     default_host_space: str | None = None
     default_cpu: float = 2.0

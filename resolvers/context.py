@@ -12,12 +12,13 @@ and two subscriptions on one connection never swap each other's loaders.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from strawberry.extensions import SchemaExtension
+from strawberry.types.graphql import OperationType
 
 from core.rbac import Viewer
 from core.services import Services
@@ -35,6 +36,8 @@ class Context:
     over_websocket: bool = False
     # Set by strawberry from the graphql-transport-ws connection_init payload.
     connection_params: dict[str, Any] = field(default_factory=dict)
+    # The HTTP request's (or WebSocket connection's) id, recorded in the audit log.
+    request_id: str | None = None
 
     @property
     def caller(self) -> Viewer:
@@ -61,8 +64,19 @@ class OperationLoaders(SchemaExtension):
     """Every operation starts with loaders of its own, set before any field runs, so
     the tasks graphql-core spawns for fields share (and batch through) them."""
 
-    def on_execute(self) -> Iterator[None]:
-        context = self.execution_context.context
+    async def on_execute(self) -> AsyncIterator[None]:
+        execution = self.execution_context
+        context = execution.context
+        loaders = None
         if isinstance(context, Context) and context.viewer is not None:
-            context.fresh_loaders()
-        yield
+            loaders = context.fresh_loaders()
+            # A query reads in one transaction. Not a mutation: its payload must see its
+            # own write, which an earlier snapshot (SQLite) would not; not a subscription:
+            # it waits between events, and each event takes new loaders anyway.
+            if execution.operation_type is OperationType.QUERY:
+                loaders.keep_one_session()
+        try:
+            yield
+        finally:
+            if loaders is not None:
+                await loaders.close()

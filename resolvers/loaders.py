@@ -6,10 +6,14 @@ never for a WebSocket connection, so no request sees another's stale rows.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 from strawberry.dataloader import DataLoader
 
@@ -31,6 +35,8 @@ from db.tables import (
     Space,
     SpaceStatusEvent,
 )
+
+log = logging.getLogger("spacedock.loaders")
 
 
 def _grouped(rows: Sequence[Any], keys: Sequence[str], parent: str) -> list[list[Any]]:
@@ -63,10 +69,61 @@ class Loaders:
         )
         # Not a loader: this operation's allowance of live cluster calls (core.live_calls).
         self.live_calls = services.live_calls.budget()
+        # A query's reads that queue together share one read-only transaction
+        # (`keep_one_session`); it ends as soon as no read waits for it, so no connection
+        # sits idle in a transaction while the query waits on anything else (a live
+        # cluster call). Otherwise each batch has a transaction of its own.
+        self._one_session = False
+        self._session: AsyncSession | None = None
+        self._transaction: AbstractAsyncContextManager[AsyncSession] | None = None
+        self._session_lock = asyncio.Lock()
+        self._readers = 0  # batches holding or waiting for the shared session
+
+    def keep_one_session(self) -> None:
+        """For a query operation: its reads share transactions (issue 12: a transaction
+        per loader batch cost more than the reads). `close` must follow."""
+        self._one_session = True
+
+    @asynccontextmanager
+    async def reading(self) -> AsyncIterator[AsyncSession]:
+        """A read-only session: the operation's shared one, or a short transaction of its
+        own. Batches take turns on the shared session (one statement at a time on it)."""
+        if not self._one_session:
+            async with self.services.read() as session:
+                yield session
+            return
+        self._readers += 1
+        try:
+            async with self._session_lock:
+                if self._session is None:
+                    self._transaction = self.services.read()
+                    self._session = await self._transaction.__aenter__()
+                try:
+                    yield self._session
+                finally:
+                    if self._readers == 1:  # nobody queued behind this batch
+                        await self._end()
+        finally:
+            self._readers -= 1
+
+    async def close(self) -> None:
+        """At the end of the operation: no more shared transactions."""
+        self._one_session = False
+        await self._end()
+
+    async def _end(self) -> None:
+        transaction, self._transaction, self._session = self._transaction, None, None
+        if transaction is not None:
+            try:
+                await transaction.__aexit__(None, None, None)
+            except Exception as error:  # the reads are done; ending a read-only one changes nothing
+                log.warning(
+                    "a query's read transaction did not end cleanly: %s", type(error).__name__
+                )
 
     def _by_id(self, model: type[Any], org_id: str | None) -> DataLoader[str, Any]:
         async def load(keys: Sequence[str]) -> list[Any]:
-            async with self.services.read() as session:
+            async with self.reading() as session:
                 rows = await owned.by_ids(session, model, org_id, keys)
             found = {row.id: row for row in rows}
             return [found.get(key) for key in keys]
@@ -74,19 +131,19 @@ class Loaders:
         return DataLoader(load)
 
     async def _environments_of_spaces(self, keys: Sequence[str]) -> list[list[Environment]]:
-        async with self.services.read() as session:
+        async with self.reading() as session:
             rows = await environments.environments_of_spaces(session, keys)
         return _grouped(rows, keys, "space_id")
 
     async def _grants(self, keys: Sequence[str]) -> list[list[ClusterGrant]]:
-        async with self.services.read() as session:
+        async with self.reading() as session:
             rows = await cloud_accounts.grants_of_accounts(session, keys)
         return _grouped(rows, keys, "cloud_account_id")
 
     async def _recent_events(self, keys: Sequence[tuple[str, int]]) -> list[list[SpaceStatusEvent]]:
         """Keyed by (space id, how many); one query per distinct `first`."""
         results: dict[tuple[str, int], list[SpaceStatusEvent]] = {}
-        async with self.services.read() as session:
+        async with self.reading() as session:
             for first in {first for _, first in keys}:
                 ids = [space_id for space_id, n in keys if n == first]
                 grouped = await space_rows.recent_events(session, ids, first)
@@ -98,7 +155,7 @@ class Loaders:
     ) -> list[Page[Space]]:
         """Keyed by (account id, first, after); one batch per distinct window."""
         results: dict[tuple[str, int, str | None], Page[Space]] = {}
-        async with self.services.read() as session:
+        async with self.reading() as session:
             for first, after in {(first, after) for _, first, after in keys}:
                 ids = [key[0] for key in keys if key[1:] == (first, after)]
                 pages = await pages_by_parent(
@@ -115,18 +172,18 @@ class Loaders:
         return [results[key] for key in keys]
 
     async def _status_events(self, keys: Sequence[int]) -> list[SpaceStatusEvent | None]:
-        async with self.services.read() as session:
+        async with self.reading() as session:
             rows = await space_rows.events_by_ids(session, keys)
         found = {row.id: row for row in rows if row.org_id == self.org_id}
         return [found.get(key) for key in keys]
 
     async def _cloud_spaces_of_spaces(self, keys: Sequence[str]) -> list[list[CloudSpace]]:
-        async with self.services.read() as session:
+        async with self.reading() as session:
             rows = await cloudspaces.of_spaces(session, self.org_id, keys)
         return _grouped(rows, keys, "host_space_id")
 
     async def _cloud_space_events(self, keys: Sequence[int]) -> list[CloudSpaceEvent | None]:
-        async with self.services.read() as session:
+        async with self.reading() as session:
             rows = await cloudspaces.events_by_ids(session, keys)
         found = {row.id: row for row in rows if row.org_id == self.org_id}
         return [found.get(key) for key in keys]

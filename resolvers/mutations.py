@@ -1,4 +1,5 @@
-"""Write paths: each mutation is one unit of work; userErrors roll it back whole."""
+"""Write paths: each mutation is one unit of work; userErrors roll it back whole. Every
+unit that changes something records the audit event of its call in the same transaction."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from core.rbac import Viewer
 from core.services import Unit
 from db.engine import UniqueViolation
 from db.tables import CloudAccount, ClusterGrant, Environment, Space
+from resolvers import audit
 from resolvers.context import Context
 
 T = TypeVar("T")
@@ -27,7 +29,10 @@ async def run(context: Context, action: Callable[[Unit, Viewer], Awaitable[T]]) 
     for _attempt in range(2):
         try:
             async with context.services.unit() as unit:
-                return await action(unit, context.caller), []
+                result = await action(unit, context.caller)
+                call = await audit.in_effect(unit, context, result)
+            audit.committed(call)
+            return result, []
         except UserErrors as refused:
             return None, refused.errors
         except UniqueViolation:

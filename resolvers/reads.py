@@ -40,7 +40,7 @@ async def cloud_accounts_page(
 ) -> Page[CloudAccount]:
     context.caller.require_to_read("cloudaccount:view")
     first, after = window(first, after, "CloudAccount")
-    async with context.services.read() as session:
+    async with context.loaders.reading() as session:
         return await owned.org_page(session, CloudAccount, context.caller.org_id, first, after)
 
 
@@ -58,7 +58,7 @@ async def spaces_page(
     page = keyset(first, after, last, before, "Space", order)
     _check_search(where.search)
     field, _, direction = (order or "").partition(":")
-    async with context.services.read() as session:
+    async with context.loaders.reading() as session:
         found = await space_rows.list_spaces(
             session,
             context.caller.org_id,
@@ -74,7 +74,7 @@ async def spaces_page(
 async def space_counts(context: Context, where: space_rows.SpaceWhere) -> dict[str, int]:
     context.caller.require_to_read("space:view")
     _check_search(where.search)
-    async with context.services.read() as session:
+    async with context.loaders.reading() as session:
         return await space_rows.count_spaces(
             session,
             context.caller.org_id,
@@ -104,7 +104,7 @@ async def environments_page(
 ) -> Page[Environment]:
     context.caller.require_to_read("environment:view")
     first, after = window(first, after, "Environment")
-    async with context.services.read() as session:
+    async with context.loaders.reading() as session:
         return await owned.org_page(session, Environment, context.caller.org_id, first, after)
 
 

@@ -14,11 +14,13 @@ from strawberry.types import ExecutionContext
 from strawberry.types.graphql import OperationType
 
 from resolvers.context import OperationLoaders
+from schema.audit import AuditMutations
 from schema.errors import ErrorPolicy
-from schema.input_text import guard_mutations
+from schema.input_text import guard_roots
 from schema.limits import MAX_TOKENS, DocumentLimits
 from schema.mutation import Mutation
 from schema.parse_cache import ParsedDocuments
+from schema.policies import DeniedFields
 from schema.query import Query
 from schema.subscription import Subscription
 from schema.types import CloudAccount, CloudSpace, Environment, Org, Space
@@ -46,7 +48,7 @@ class SpacedockSchema(strawberry.Schema):
         """Errors are logged by ErrorPolicy, once and without client-side noise."""
 
 
-guard_mutations(Mutation)
+guard_roots(Mutation, Query)
 schema = SpacedockSchema(
     query=Query,
     mutation=Mutation,
@@ -58,6 +60,8 @@ schema = SpacedockSchema(
         DocumentLimits,
         SubscriptionsOverWebSocket,
         OperationLoaders,
+        DeniedFields,
+        AuditMutations,
         ErrorPolicy,
     ],
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import strawberry
 from strawberry.scalars import JSON
 
+from schema.audit import SECRET
 from schema.enums import OrderDirection, Provider, SpaceOrderField, SpaceStatus, SpaceType
 
 
@@ -55,6 +56,7 @@ class CreateCloudAccountInput:
     name: str = strawberry.field(description="Unique in the org; 1 to 63 characters.")
     provider: Provider = strawberry.field(description="AWS, GCP or AZURE.")
     credentials: JSON = strawberry.field(
+        metadata=SECRET,
         description=(
             "Provider credentials: AWS {accessKeyId, secretAccessKey, sessionToken?, roleArn?, "
             "externalId?, regions?}; GCP {serviceAccountJson, projectId?}; AZURE {tenantId, "
@@ -63,7 +65,7 @@ class CreateCloudAccountInput:
             "SPACEDOCK_AMBIENT_CREDENTIAL_ORGS): AWS {ambient, roleArn?, externalId?, regions?}; "
             "GCP {ambient, projectId}; AZURE {ambient, subscriptionId, tenantId?}. Verified with "
             "the cloud before anything is stored. Never returned."
-        )
+        ),
     )
 
 
@@ -114,16 +116,23 @@ class SpaceConfigInput:
     )
     server: str | None = strawberry.field(default=None, description="GENERIC only.")
     ca_cert: str | None = strawberry.field(
-        default=None, description="GENERIC only: PEM CA bundle of the API server. Never returned."
+        default=None,
+        metadata=SECRET,
+        description="GENERIC only: PEM CA bundle of the API server. Never returned.",
     )
     service_account_token: str | None = strawberry.field(
-        default=None, description="GENERIC only; or clientCertificate + clientKey. Never returned."
+        default=None,
+        metadata=SECRET,
+        description="GENERIC only; or clientCertificate + clientKey. Never returned.",
     )
     client_certificate: str | None = strawberry.field(
-        default=None, description="GENERIC only: PEM client certificate. Never returned."
+        default=None,
+        metadata=SECRET,
+        description="GENERIC only: PEM client certificate. Never returned.",
     )
     client_key: str | None = strawberry.field(
         default=None,
+        metadata=SECRET,
         description="GENERIC only: PEM private key of clientCertificate. Never returned.",
     )
 

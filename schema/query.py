@@ -7,9 +7,11 @@ from typing import Annotated, Any
 import strawberry
 
 from core.roles import RoleView
+from db.audit import AuditWhere
 from db.spaces import SpaceWhere
-from resolvers import access, cloudspaces, reads
+from resolvers import access, audit, cloudspaces, reads
 from schema.arguments import After, First, ObjectId
+from schema.audit import AuditEvent, AuditFilter
 from schema.enums import CredentialKind, Role
 from schema.inputs import SpaceFilter, SpaceOrder
 from schema.types import (
@@ -107,6 +109,27 @@ class Query:
     )
     async def roles(self, info: GraphInfo) -> list[RoleDefinition]:
         return [RoleDefinition.from_domain(r) for r in await access.list_roles(info.context)]
+
+    @strawberry.field(
+        description="The org's audit log, oldest first: every mutation call, allowed or "
+        "refused, kept SPACEDOCK_AUDIT_RETENTION_DAYS days. Needs audit:view."
+    )
+    async def audit_events(
+        self,
+        info: GraphInfo,
+        first: First = None,
+        after: After = None,
+        filter: Annotated[
+            AuditFilter | None,
+            strawberry.argument(description="Which events; null: all of them."),
+        ] = None,
+    ) -> Connection[AuditEvent]:
+        where = (
+            AuditWhere()
+            if filter is None
+            else AuditWhere(filter.actor, filter.action, filter.target_id, filter.since)
+        )
+        return Connection.of(await audit.events_page(info.context, where, first, after), AuditEvent)
 
     @strawberry.field(
         description="The org's API tokens, oldest first; revoked ones only with "

@@ -32,6 +32,7 @@ from schema.enums import (
     SpaceType,
     StatusReasonCode,
 )
+from schema.policies import needs
 
 GraphInfo = Info[Context, None]
 T = TypeVar("T")
@@ -189,7 +190,8 @@ class CloudAccount(Node):
             "Clusters the provider reports for this account, live from the cloud API. region "
             "null: every region the account is configured for. Null (with a PROVIDER_ERROR) when "
             "the cloud cannot be reached."
-        )
+        ),
+        extensions=needs("cloudaccount:view"),
     )
     async def clusters(
         self,
@@ -214,13 +216,17 @@ class CloudAccount(Node):
             for each in found
         ]
 
-    @strawberry.field(description="Clusters this account is authorised to mint credentials for.")
+    @strawberry.field(
+        description="Clusters this account is authorised to mint credentials for.",
+        extensions=needs("cloudaccount:view"),
+    )
     async def cluster_access(self, info: GraphInfo) -> list[ClusterAccess]:
         grants = await info.context.loaders.grants_of_account.load(self.row.id)
         return [ClusterAccess.from_row(grant) for grant in grants]
 
     @strawberry.field(
-        description="The registered spaces whose clusters this account reaches, oldest first."
+        description="The registered spaces whose clusters this account reaches, oldest first.",
+        extensions=needs("space:view"),
     )
     async def spaces(
         self, info: GraphInfo, first: First = None, after: After = None
@@ -315,7 +321,9 @@ class SpaceStatusEvent(Node):
             reason=row.reason,
         )
 
-    @strawberry.field(description="The space that changed, deregistered or not.")
+    @strawberry.field(
+        description="The space that changed, deregistered or not.", extensions=needs("space:view")
+    )
     async def space(self, info: GraphInfo) -> Space | None:
         row = await info.context.loaders.space.load(self.row.space_id)
         return None if row is None else Space.from_row(row)
@@ -356,7 +364,10 @@ class Space(Node):
             deregistered_at=row.deregistered_at,
         )
 
-    @strawberry.field(description="Null only for GENERIC spaces.")
+    @strawberry.field(
+        description="Null only for GENERIC spaces. Needs cloudaccount:view.",
+        extensions=needs("cloudaccount:view"),
+    )
     async def cloud_account(self, info: GraphInfo) -> CloudAccount | None:
         if self.row.cloud_account_id is None:
             return None
@@ -398,7 +409,7 @@ class Space(Node):
     def last_probe(self) -> ProbeResult | None:
         return ProbeResult.of_space(self.row)
 
-    @strawberry.field(description="Most recent first.")
+    @strawberry.field(description="Most recent first.", extensions=needs("space:view"))
     async def status_events(
         self,
         info: GraphInfo,
@@ -413,19 +424,25 @@ class Space(Node):
         return [SpaceStatusEvent.from_row(row) for row in rows]
 
     @strawberry.field(
-        description="Live from the cluster. Null (with a PROVIDER_ERROR) when the cluster cannot be reached."
+        description="Live from the cluster. Null (with a PROVIDER_ERROR) when the cluster cannot "
+        "be reached. Needs namespace:view.",
+        extensions=needs("namespace:view"),
     )
     async def namespaces(self, info: GraphInfo) -> list[Namespace] | None:
         found = await namespace_reads.of_space(info.context, self.row)
         return [Namespace.from_domain(namespace) for namespace in found]
 
-    @strawberry.field(description="The environments bound to this space.")
+    @strawberry.field(
+        description="The environments bound to this space. Needs environment:view.",
+        extensions=needs("environment:view"),
+    )
     async def environments(self, info: GraphInfo) -> list[Environment]:
         rows = await info.context.loaders.environments_of_space.load(self.row.id)
         return [Environment.from_row(row) for row in rows]
 
     @strawberry.field(
-        description="The caller's org's CloudSpaces hosted on this space; requires cloudspace:view."
+        description="The caller's org's CloudSpaces hosted on this space; requires cloudspace:view.",
+        extensions=needs("cloudspace:view"),
     )
     async def cloud_spaces(self, info: GraphInfo) -> list[CloudSpace]:
         rows = await cloudspace_reads.of_space(info.context, self.row.id)
@@ -458,7 +475,9 @@ class Namespace:
     def id(self) -> strawberry.ID:
         return strawberry.ID(namespace_rules.namespace_id(self.space_row.id, self.name))
 
-    @strawberry.field(description="The space whose cluster holds the namespace.")
+    @strawberry.field(
+        description="The space whose cluster holds the namespace.", extensions=needs("space:view")
+    )
     def space(self) -> Space:
         return Space.from_row(self.space_row)
 
@@ -474,7 +493,10 @@ class Environment(Node):
     def from_row(cls, row: tables.Environment) -> Environment:
         return cls(row=row, id=strawberry.ID(row.id), name=row.name, namespace=row.namespace)
 
-    @strawberry.field(description="The bound space, deregistered or not.")
+    @strawberry.field(
+        description="The bound space, deregistered or not. Needs space:view.",
+        extensions=needs("space:view"),
+    )
     async def space(self, info: GraphInfo) -> Space | None:
         row = await info.context.loaders.space.load(self.row.space_id)
         return None if row is None else Space.from_row(row)
@@ -566,7 +588,8 @@ class CloudSpace(Node):
         )
 
     @strawberry.field(
-        description="The space it runs on; null when that space belongs to another org (the platform's)."
+        description="The space it runs on; null when that space belongs to another org (the platform's).",
+        extensions=needs("space:view"),
     )
     async def host_space(self, info: GraphInfo) -> Space | None:
         row = await info.context.loaders.space.load(self.row.host_space_id)
@@ -601,7 +624,10 @@ class CloudSpaceEvent:
             at=row.at,
         )
 
-    @strawberry.field(description="The CloudSpace as it is now; null once it is deleted.")
+    @strawberry.field(
+        description="The CloudSpace as it is now; null once it is deleted.",
+        extensions=needs("cloudspace:view"),
+    )
     async def cloud_space(self, info: GraphInfo) -> CloudSpace | None:
         row = await info.context.loaders.cloud_space.load(self.row.cloud_space_id)
         return None if row is None else CloudSpace.from_row(row)
@@ -662,6 +688,6 @@ class ApiToken(Node):
             revoked_at=row.revoked_at,
         )
 
-    @strawberry.field(description="The role the token grants.")
+    @strawberry.field(description="The role the token grants.", extensions=needs("token:manage"))
     async def role(self, info: GraphInfo) -> RoleDefinition:
         return RoleDefinition.from_domain(await access_reads.role_of_token(info.context, self.row))

@@ -216,9 +216,18 @@ async def test_a_custom_role_grants_exactly_its_policies_and_follows_updates(
     assert who["customRole"] == {"id": role["id"], "name": role["name"]}
     assert set(who["permissions"]) == {"space:view", "space:create"}
 
+    # The payload asks only for what the role may view (cloudAccount would be FORBIDDEN).
+    register = f"""
+    mutation($input: RegisterSpaceInput!) {{
+      registerSpace(input: $input) {{ space {{ id name }} {make.USER_ERRORS} }}
+    }}"""
+    hold = f"""
+    mutation($input: SetSpaceStatusInput!) {{
+      setSpaceStatus(input: $input) {{ space {{ id held }} {make.USER_ERRORS} }}
+    }}"""
     space = make.succeeded(
         await caller.mutate(
-            make.REGISTER_SPACE,
+            register,
             {
                 "input": {
                     "name": make.unique("s"),
@@ -228,9 +237,7 @@ async def test_a_custom_role_grants_exactly_its_policies_and_follows_updates(
             },
         )
     )["space"]
-    held = await caller.mutate(
-        make.SET_SPACE_STATUS, {"input": {"id": space["id"], "status": "INACTIVE"}}
-    )
+    held = await caller.mutate(hold, {"input": {"id": space["id"], "status": "INACTIVE"}})
     assert [e["code"] for e in held["userErrors"]] == ["FORBIDDEN"]
     assert role["name"] in held["userErrors"][0]["message"]
 
@@ -239,9 +246,7 @@ async def test_a_custom_role_grants_exactly_its_policies_and_follows_updates(
             UPDATE_ROLE, {"input": {"id": role["id"], "policies": ["space:view", "space:update"]}}
         )
     )
-    held = await caller.mutate(
-        make.SET_SPACE_STATUS, {"input": {"id": space["id"], "status": "INACTIVE"}}
-    )
+    held = await caller.mutate(hold, {"input": {"id": space["id"], "status": "INACTIVE"}})
     assert held["userErrors"] == [], "the new policies hold at once"
 
 
@@ -287,3 +292,96 @@ async def expire_token(server: Server, token_id: str) -> None:
             )
     finally:
         await database.dispose()
+
+
+# -- per-field view policies ----------------------------------------------------------
+
+SPACE_WITH_LINKS = """
+{
+  spaces(first: 10) {
+    nodes { id name cloudAccount { id } environments { id } cloudSpaces { id } namespaces { name } }
+  }
+}"""
+
+
+async def test_a_space_view_only_role_sees_spaces_but_no_linked_objects(
+    server: Server, org: Org
+) -> None:
+    space = await make.register_cloud_space(org.admin, "AWS")
+    role = await create_role(org.admin, "space:view")
+    _, caller = await create_token(org.admin, role["id"])
+
+    response = await caller.call(SPACE_WITH_LINKS)
+    assert response["data"] is not None, response["errors"]
+    [seen] = [s for s in response["data"]["spaces"]["nodes"] if s["id"] == space["id"]]
+    assert seen["name"] == space["name"], "the space itself answers"
+    assert seen["cloudAccount"] is None and seen["namespaces"] is None
+    assert seen["environments"] == [] and seen["cloudSpaces"] == []
+    refused = {tuple(e["path"][-1:]): e for e in response["errors"]}
+    for field, policy in [
+        ("cloudAccount", "cloudaccount:view"),
+        ("environments", "environment:view"),
+        ("cloudSpaces", "cloudspace:view"),
+        ("namespaces", "namespace:view"),
+    ]:
+        assert refused[(field,)]["extensions"]["code"] == "FORBIDDEN"
+        assert policy in refused[(field,)]["message"]
+
+    payload = await caller.mutate(
+        make.REGISTER_SPACE,
+        {
+            "input": {
+                "name": make.unique("s"),
+                "provider": "GENERIC",
+                "config": make.generic_config(),
+            }
+        },
+    )
+    assert [e["code"] for e in payload["userErrors"]] == ["FORBIDDEN"]
+    accounts = await caller.call("{ cloudAccounts { totalCount } }")
+    assert [e["extensions"]["code"] for e in accounts["errors"]] == ["FORBIDDEN"]
+
+    # The admin, holding every policy, reads the same links without a refusal.
+    errors = (await org.admin.call(SPACE_WITH_LINKS))["errors"] or []
+    assert "FORBIDDEN" not in {e["extensions"]["code"] for e in errors}
+
+
+def test_every_nested_field_that_reads_an_object_declares_its_view_policy() -> None:
+    """A new field returning a Space, an account, … cannot forget its policy. Roots check
+    in their resolvers; payloads answer with the mutation's own policy; edges and
+    connections only carry what their (checked) field returned."""
+    from graphql import GraphQLObjectType, get_named_type
+
+    from schema.build import schema
+    from schema.policies import Needs
+
+    guarded = {
+        "Space",
+        "CloudAccount",
+        "Environment",
+        "Namespace",
+        "CloudSpace",
+        "ClusterAccess",
+        "SpaceStatusEvent",
+        "SpaceStatusEventConnection",
+        "SpaceConnection",
+        "CloudSpaceConnection",
+        "EnvironmentConnection",
+    }
+    carriers = ("Query", "Mutation", "Subscription", "Viewer")
+    unguarded = []
+    for name, kind in schema._schema.type_map.items():
+        if not isinstance(kind, GraphQLObjectType) or name in carriers:
+            continue
+        if name.endswith(("Payload", "Edge", "Connection", "Event")) and name not in (
+            "SpaceStatusEvent",
+            "CloudSpaceEvent",
+        ):
+            continue
+        for field_name, field in kind.fields.items():
+            if get_named_type(field.type).name not in guarded:
+                continue
+            definition = (field.extensions or {}).get("strawberry-definition")
+            if not any(isinstance(e, Needs) for e in getattr(definition, "extensions", [])):
+                unguarded.append(f"{name}.{field_name}")
+    assert unguarded == [], f"fields without a view policy: {unguarded}"

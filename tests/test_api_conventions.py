@@ -359,6 +359,13 @@ NESTED_READS = {
         nodes { cloudAccount { name } environments { name } }
       }
     }""",
+    "status events (catch-up)": """
+    {
+      statusEvents(first: 100) {
+        pageInfo { hasNextPage endCursor }
+        nodes { id reasonCode space { name statusReasonCode lastProbe { errorCode } } }
+      }
+    }""",
     "space counts": """
     {
       spaceCounts(filter: {providers: [AWS, GENERIC], held: false}) { total active unknown }

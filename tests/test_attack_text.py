@@ -252,3 +252,15 @@ async def test_the_raw_wire_gets_no_internal_error(server: Server, org: Org) -> 
     document = 'query { space(id: "spc_\\u0000") { id } node(id: "\\u0000") { id } }'
     answer = await send(server, json_body={"query": document}, token=org.tokens["viewer"])
     assert answer.body == {"data": {"space": None, "node": None}}
+
+
+@pytest.mark.parametrize("tamper", ["\x00", "\ud800", "\x1b"], ids=["nul", "surrogate", "escape"])
+async def test_query_arguments_with_control_characters_are_bad_input(org: Org, tamper: str) -> None:
+    for field in ("spaces", "spaceCounts"):
+        selection = "{ totalCount }" if field == "spaces" else "{ __typename }"
+        response = await org.viewer.call(
+            f"query($search: String) {{ {field}(filter: {{search: $search}}) {selection} }}",
+            {"search": f"pro{tamper}d"},
+        )
+        assert make.top_level_codes(response) == ["BAD_USER_INPUT"], response
+        assert "search" in response["errors"][0]["message"]

@@ -19,7 +19,7 @@ from tests.support import factories as make
 from tests.support.kube_standin import KubeStandIn
 from tests.support.server import Server
 
-WAIT_S = 20.0
+WAIT_S = 40.0
 STATUS_EVENTS = """
 query($first: Int, $after: String, $ids: [ID!]) {
   statusEvents(first: $first, after: $after, spaceIds: $ids) {
@@ -45,7 +45,7 @@ def server_env() -> dict[str, str]:
     # Failing probes never reach the threshold: every status event comes from the test.
     return {
         "SPACEDOCK_PROBE_INTERVAL_S": "0.3",
-        "SPACEDOCK_PROBE_TIMEOUT_S": "0.5",
+        "SPACEDOCK_PROBE_TIMEOUT_S": "1.5",
         "SPACEDOCK_PROBE_FAILURE_THRESHOLD": "1000000",
     }
 

@@ -19,7 +19,9 @@ from tests.support.kube_standin import KubeStandIn
 from tests.support.server import Server
 
 INTERVAL_S = 1.0
-SPACE = """query($id: ID!) { space(id: $id) { status statusReason lastProbe { ok error } } }"""
+SPACE = """query($id: ID!) {
+  space(id: $id) { status statusReason statusReasonCode lastProbe { ok error } }
+}"""
 PICKED = """query($status: [SpaceStatus!], $scalable: Boolean) {
   spaces(filter: {status: $status, scalable: $scalable}) { nodes { id } }
 }"""
@@ -90,6 +92,7 @@ async def test_a_stalled_space_reads_unknown_probe_stale_in_every_view(
     stale = await space_of(org, space["id"])
     assert stale["status"] == "UNKNOWN"
     assert stale["statusReason"] == "probe stale"
+    assert stale["statusReasonCode"] == "PROBE_STALE"
     assert stale["lastProbe"]["ok"] is True  # the last result is still shown, just old
     assert space["id"] in await picked(org, status=["UNKNOWN"])
     assert space["id"] not in await picked(org, status=["ACTIVE"])

@@ -3,7 +3,8 @@ Kubernetes stand-in (and cloud accounts without a reachable cloud), with one wor
 one code per reason across the space, its events and its last probe; deregistration as a
 transition that subscribers receive.
 
-The probe loop runs fast here (interval 0.3 s, timeout 0.5 s, threshold 3).
+The probe loop runs fast here (threshold 2), with a timeout that a loaded machine's
+answers stay well within.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from tests.support import clouds
 from tests.support import factories as make
 from tests.support.kube_standin import HostileAnswer, KubeStandIn
 
-WAIT_S = 20.0
+WAIT_S = 40.0
 STATE = """
 query($id: ID!) {
   space(id: $id) {
@@ -48,8 +49,8 @@ mutation($input: DeregisterSpaceInput!) {{
 def server_env() -> dict[str, str]:
     return {
         "SPACEDOCK_PROBE_INTERVAL_S": "0.3",
-        "SPACEDOCK_PROBE_TIMEOUT_S": "0.5",
-        "SPACEDOCK_PROBE_FAILURE_THRESHOLD": "3",
+        "SPACEDOCK_PROBE_TIMEOUT_S": "1.5",
+        "SPACEDOCK_PROBE_FAILURE_THRESHOLD": "2",
     }
 
 
@@ -101,7 +102,7 @@ FAULTS: dict[str, tuple[Callable[[KubeStandIn], None], str, str]] = {
         "UNAUTHORIZED",
     ),
     "forbidden": (lambda k: setattr(k, "status_code", 403), "403 forbidden", "FORBIDDEN"),
-    "slow answer": (lambda k: setattr(k, "delay_s", 1.5), "timeout", "TIMEOUT"),
+    "slow answer": (lambda k: setattr(k, "delay_s", 4.0), "timeout", "TIMEOUT"),
     "nothing listening": (lambda k: k.refuse(), "connection refused", "CONNECTION_REFUSED"),
     "server error": (lambda k: setattr(k, "status_code", 503), "HTTP 503", "HTTP_ERROR"),
     "not found": (lambda k: setattr(k, "status_code", 404), "HTTP 404", "HTTP_ERROR"),

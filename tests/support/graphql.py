@@ -68,3 +68,53 @@ class GraphQL:
         payload = init_payload if init_payload is not None else self.headers
         transport = WebsocketsTransport(url=self.ws_url, init_payload=payload)
         return Client(transport=transport, fetch_schema_from_transport=False)
+
+
+class RawSocket:
+    """graphql-transport-ws spoken by hand, to see exactly what the server sends and how
+    it closes (gql hides close codes and reasons)."""
+
+    def __init__(self, ws_url: str, token: str | None) -> None:
+        self.ws_url = ws_url
+        self.token = token
+        self.socket: Any = None
+        self.close_code: int | None = None
+        self.close_reason: str | None = None
+
+    async def __aenter__(self) -> RawSocket:
+        from websockets.asyncio.client import connect
+
+        self.socket = await connect(self.ws_url, subprotocols=["graphql-transport-ws"])  # type: ignore[list-item]
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.socket.close()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.socket.send(json.dumps(message))
+
+    async def init(self) -> dict[str, Any] | None:
+        """connection_init with the token; the ack, or None when the server closed instead."""
+        payload = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        await self.send({"type": "connection_init", "payload": payload})
+        return await self.receive()
+
+    async def subscribe(self, operation_id: str, query: str) -> None:
+        await self.send({"id": operation_id, "type": "subscribe", "payload": {"query": query}})
+
+    async def receive(self, within_s: float = 15.0) -> dict[str, Any] | None:
+        """The next message, or None once the server has closed (close_code is set)."""
+        import asyncio
+
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            message: dict[str, Any] = json.loads(
+                await asyncio.wait_for(self.socket.recv(), within_s)
+            )
+        except ConnectionClosed as closed:
+            received = closed.rcvd
+            self.close_code = None if received is None else received.code
+            self.close_reason = None if received is None else received.reason
+            return None
+        return message

@@ -1,0 +1,197 @@
+"""The audit log in the schema: which input fields are secret, the extension that audits
+every Mutation field, and the AuditEvent type and filter.
+
+One rule redacts: an input field declared with `metadata=SECRET` is recorded as
+"[redacted]", however deep it sits. Ids in the input (fields of type ID) become the
+event's target ids, with the id of whatever the call created.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import strawberry
+from graphql import (
+    GraphQLID,
+    GraphQLInputObjectType,
+    GraphQLInputType,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLResolveInfo,
+)
+from strawberry.extensions import SchemaExtension
+from strawberry.scalars import JSON
+
+from core.audit import REDACTED, AuditCall
+from db import tables
+from resolvers import audit
+from resolvers.context import Context
+from schema.enums import CredentialKind
+from schema.types import Node
+
+# Put on an input field (`strawberry.field(metadata=SECRET)`) whose value must never be
+# recorded: credentials, keys, tokens, certificates.
+SECRET = {"secret": True}
+
+
+def _is_secret(field: Any) -> bool:
+    definition = (field.extensions or {}).get("strawberry-definition")
+    return bool(getattr(definition, "metadata", {}).get("secret"))
+
+
+def redacted(value: Any, kind: GraphQLInputType, ids: list[str]) -> Any:
+    """The input as JSON with secrets replaced; ID values are collected into `ids`."""
+    if isinstance(kind, GraphQLNonNull):
+        kind = kind.of_type
+    if value is None:
+        return None
+    if isinstance(kind, GraphQLList):
+        items = value if isinstance(value, list) else [value]
+        return [redacted(item, kind.of_type, ids) for item in items]
+    if isinstance(kind, GraphQLInputObjectType):
+        fields = kind.fields
+        return {
+            name: REDACTED if _is_secret(fields[name]) else redacted(item, fields[name].type, ids)
+            for name, item in _items(value, kind)
+        }
+    if kind is GraphQLID and isinstance(value, str):
+        ids.append(value)
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def _items(value: Any, kind: GraphQLInputObjectType) -> list[tuple[str, Any]]:
+    """An input object's (GraphQL name, value) pairs, from a dict or a strawberry input."""
+    if isinstance(value, dict):
+        return [(name, item) for name, item in value.items() if name in kind.fields]
+    definition = kind.extensions.get("strawberry-definition")
+    pairs = []
+    for field in getattr(definition, "fields", []):
+        item = getattr(value, field.python_name, None)
+        if item is not strawberry.UNSET:
+            pairs.append((field.graphql_name or field.python_name, item))
+    return [(name, item) for name, item in pairs if name in kind.fields]
+
+
+def call_of(info: GraphQLResolveInfo[Context], arguments: dict[str, Any]) -> AuditCall:
+    definition = info.parent_type.fields[info.field_name]
+    ids: list[str] = []
+    recorded = {
+        name: redacted(value, definition.args[name].type, ids)
+        for name, value in arguments.items()
+        if name in definition.args
+    }
+    values = list(recorded.values())
+    return AuditCall(
+        action=info.field_name,
+        input=values[0] if len(values) == 1 else recorded,
+        target_ids=list(dict.fromkeys(ids)),
+        request_id=info.context.request_id,
+    )
+
+
+def codes_of(payload: object) -> list[str]:
+    errors = getattr(payload, "user_errors", None) or []
+    return [error.code.value for error in errors]
+
+
+class AuditMutations(SchemaExtension):
+    """Audits every field of the Mutation root, whoever wrote it."""
+
+    def resolve(
+        self,
+        _next: Callable[..., Any],
+        root: Any,
+        info: GraphQLResolveInfo[Context],
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        if info.parent_type.name != "Mutation" or len(info.path.as_list()) != 1:
+            return _next(root, info, *args, **kwargs)
+        return self._audited(_next, root, info, args, kwargs)
+
+    async def _audited(
+        self,
+        _next: Callable[..., Any],
+        root: Any,
+        info: GraphQLResolveInfo[Context],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        context: Context = info.context
+        call = call_of(info, kwargs)
+        with audit.auditing(call):
+            try:
+                payload = _next(root, info, *args, **kwargs)
+                if inspect.isawaitable(payload):
+                    payload = await payload
+            except Exception:
+                await audit.finish(context, call, ["ERROR"])
+                raise
+        await audit.finish(context, call, codes_of(payload))
+        return payload
+
+
+@strawberry.type(
+    description="One mutation call, allowed or refused. Inputs are recorded without secrets."
+)
+class AuditEvent(Node):
+    row: strawberry.Private[tables.AuditEvent]
+    id: strawberry.ID = strawberry.field(description="The event's id; ids grow with time.")
+    at: datetime = strawberry.field(description="When the call was made.")
+    actor: str = strawberry.field(description="The API token's name, or the OIDC subject.")
+    actor_kind: CredentialKind = strawberry.field(description="How the actor authenticated.")
+    action: str = strawberry.field(description="The mutation's name, e.g. registerSpace.")
+    target_ids: list[strawberry.ID] = strawberry.field(description="Ids the call named or created.")
+    outcome: str = strawberry.field(
+        description='OK, or the userErrors\' codes (e.g. "FORBIDDEN"; several joined by commas).'
+    )
+    request_id: str | None = strawberry.field(
+        description="The HTTP request's X-Request-Id (a new id when the client sent none), or "
+        "the WebSocket connection's; null for calls made outside a request."
+    )
+
+    @classmethod
+    def from_row(cls, row: tables.AuditEvent) -> AuditEvent:
+        return cls(
+            row=row,
+            id=strawberry.ID(row.id),
+            at=row.at,
+            actor=row.actor,
+            actor_kind=CredentialKind(row.actor_kind),
+            action=row.action,
+            target_ids=[strawberry.ID(i) for i in json.loads(row.target_ids_json)],
+            outcome=row.outcome,
+            request_id=row.request_id,
+        )
+
+    @strawberry.field(
+        description='The input, with every secret replaced by "[redacted]"; null without one.'
+    )
+    def input(self) -> JSON | None:
+        recorded: JSON | None = audit.input_of(self.row)
+        return recorded
+
+
+@strawberry.input(description="Which audit events; every field given must hold.")
+class AuditFilter:
+    actor: str | None = strawberry.field(
+        default=None, description="Only calls by this actor (token name or OIDC subject)."
+    )
+    action: str | None = strawberry.field(
+        default=None, description="Only calls of this mutation, e.g. registerSpace."
+    )
+    target_id: strawberry.ID | None = strawberry.field(
+        default=None, description="Only calls that named or created this id."
+    )
+    since: datetime | None = strawberry.field(
+        default=None, description="Only calls at or after this time."
+    )
