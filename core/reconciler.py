@@ -36,7 +36,7 @@ from sqlmodel import col
 
 from core import cloudspaces as rules
 from core import vclusters as vc
-from core.cloudspace_access import AdminReach, address, admin_reach, target_of
+from core.cloudspace_access import AdminReach, address, admin_reach, connect, target_of
 from core.errors import Problems
 from core.loops import Loop, LoopStats, describe, metric
 from core.services import Services, Unit, utcnow
@@ -296,11 +296,8 @@ class Reconciler:
     def _connect(
         self, credentials: ClusterCredentials
     ) -> AbstractAsyncContextManager[host_api.Kube]:
-        return host_api.connect(
-            credentials,
-            deny=self.services.deny_networks,
-            timeout_s=STEP_TIMEOUT_S,
-            on_call=self._count_call,
+        return connect(
+            self.services, credentials, timeout_s=STEP_TIMEOUT_S, on_call=self._count_call
         )
 
     def _count_call(self) -> None:
