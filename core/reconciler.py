@@ -38,8 +38,8 @@ from core import cloudspaces as rules
 from core import vclusters as vc
 from core.cloudspace_access import AdminReach, address, admin_reach, connect, target_of
 from core.errors import Problems
-from core.loops import Loop, LoopStats, describe, metric
-from core.services import Services, Unit, utcnow
+from core.loops import Loop, LoopStats, describe, metric, seconds_until_due
+from core.services import Services, Unit
 from db import claims
 from db import cloudspaces as cloudspace_rows
 from db.tables import CloudSpace, Space
@@ -177,14 +177,13 @@ class Reconciler:
         for row in rows:
             self.loop.spawn(row.id, self._work(row))
         if len(rows) < free:
-            await self.loop.nap(await self._until_next_due(), self.services.reconcile_wanted)
-
-    async def _until_next_due(self) -> float:
-        async with self.services.read() as session:
-            earliest = await cloudspace_rows.earliest_due(session)
-        if earliest is None:  # no CloudSpace at all: a quiet database, looked at rarely
-            return LOOK_WHEN_NONE_S
-        return min(max((earliest - utcnow()).total_seconds(), 0.01), LOOK_FOR_DUE_S)
+            due_in = await seconds_until_due(
+                self.services,
+                cloudspace_rows.earliest_due,
+                longest_s=LOOK_FOR_DUE_S,
+                when_none_s=LOOK_WHEN_NONE_S,  # no CloudSpace at all: looked at rarely
+            )
+            await self.loop.nap(due_in, self.services.reconcile_wanted)
 
     # -- one CloudSpace -----------------------------------------------------------
     async def _work(self, row: CloudSpace | None) -> None:
