@@ -32,8 +32,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, ClassVar
 
-from sqlmodel import col
-
 from core import cloudspaces as rules
 from core import vclusters as vc
 from core.cloudspace_access import AdminReach, address, admin_reach, connect, target_of
@@ -58,14 +56,6 @@ MAX_RETRY_S = 300.0
 # while there is no CloudSpace at all.
 LOOK_FOR_DUE_S = 2.0
 LOOK_WHEN_NONE_S = 10.0
-
-QUEUE = claims.WorkQueue(
-    model=CloudSpace,
-    id=col(CloudSpace.id),
-    due=col(CloudSpace.next_attempt_at),
-    claimed_by=col(CloudSpace.claimed_by),
-    lease_until=col(CloudSpace.lease_until),
-)
 
 
 @dataclass
@@ -167,7 +157,7 @@ class Reconciler:
         async with self.services.unit() as unit:
             rows = await claims.claim_due(
                 unit.session,
-                QUEUE,
+                cloudspace_rows.RECONCILE_QUEUE,
                 now=unit.now,
                 due_again=unit.now + LEASE,
                 limit=free,
