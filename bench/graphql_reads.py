@@ -20,6 +20,10 @@ interquartile range, the requests per second one client gets (1 / median), serve
 per request (from /proc), SQL statements per request (from /metrics) and spacedock's
 throughput as a share of the ceiling's. The target of issue 12 is a share of 80% or more.
 
+Then, per database, the table reads of a dashboard over 10,000 spaces (a sorted, searched
+page, the last page by probe time and spaceCounts) against the plain page in the same run:
+bench/space_tables.py, which also runs alone (`--tables 0` skips it here).
+
 Runs on SQLite, and on Postgres too when `--postgres URL` (an admin URL; a fresh
 database is made and dropped) or SPACEDOCK_TEST_DATABASE_URL is given.
 
@@ -44,7 +48,14 @@ sys.path.insert(0, str(REPO))
 
 import aiohttp  # noqa: E402
 
-from bench.common import Ceiling, load_average, process_cpu_s, spread  # noqa: E402
+from bench import space_tables  # noqa: E402
+from bench.common import (  # noqa: E402
+    CLIENT_KEEPALIVE_S,
+    Ceiling,
+    load_average,
+    process_cpu_s,
+    spread,
+)
 from tests.support import factories as make  # noqa: E402
 from tests.support.server import Backend, Server, free_port, mint_token  # noqa: E402
 
@@ -64,7 +75,8 @@ class Client:
     def __init__(self, url: str, token: str) -> None:
         self.url = url
         self.headers = {"Authorization": f"Bearer {token}"}
-        self.session = aiohttp.ClientSession()
+        connector = aiohttp.TCPConnector(keepalive_timeout=CLIENT_KEEPALIVE_S)
+        self.session = aiohttp.ClientSession(connector=connector)
 
     async def post(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         body = {"query": query, "variables": variables or {}}
@@ -255,12 +267,22 @@ async def main() -> None:
         help="Postgres admin URL (postgresql+asyncpg://...); also run there",
     )
     parser.add_argument("--sqlite-only", action="store_true", help="skip Postgres")
+    parser.add_argument(
+        "--tables",
+        type=int,
+        default=20,
+        metavar="ROUNDS",
+        help="rounds of the table reads over 10,000 spaces (bench/space_tables.py); 0: skip",
+    )
     args = parser.parse_args()
     if not 1 <= args.spaces <= 100:
         parser.error("--spaces must be 1..100: the read is one page of first: 100")
     print(f"machine at start: {load_average()}", flush=True)
     with tempfile.TemporaryDirectory() as directory:
         await run_database(Backend.sqlite(Path(directory)), args, Path(directory))
+    if args.tables:
+        with tempfile.TemporaryDirectory() as directory:
+            await asyncio.to_thread(space_tables.run, Backend.sqlite(Path(directory)), args.tables)
     if args.postgres and not args.sqlite_only:
         backend = await asyncio.to_thread(Backend.postgres, args.postgres)
         try:
@@ -268,6 +290,12 @@ async def main() -> None:
                 await run_database(backend, args, Path(directory))
         finally:
             await asyncio.to_thread(backend.dispose, args.postgres)
+        if args.tables:
+            backend = await asyncio.to_thread(Backend.postgres, args.postgres)
+            try:
+                await asyncio.to_thread(space_tables.run, backend, args.tables)
+            finally:
+                await asyncio.to_thread(backend.dispose, args.postgres)
 
 
 if __name__ == "__main__":
