@@ -49,7 +49,13 @@ sys.path.insert(0, str(REPO))
 import aiohttp  # noqa: E402
 
 from bench import space_tables  # noqa: E402
-from bench.common import Ceiling, load_average, process_cpu_s, spread  # noqa: E402
+from bench.common import (  # noqa: E402
+    CLIENT_KEEPALIVE_S,
+    Ceiling,
+    load_average,
+    process_cpu_s,
+    spread,
+)
 from tests.support import factories as make  # noqa: E402
 from tests.support.server import Backend, Server, free_port, mint_token  # noqa: E402
 
@@ -69,7 +75,8 @@ class Client:
     def __init__(self, url: str, token: str) -> None:
         self.url = url
         self.headers = {"Authorization": f"Bearer {token}"}
-        self.session = aiohttp.ClientSession()
+        connector = aiohttp.TCPConnector(keepalive_timeout=CLIENT_KEEPALIVE_S)
+        self.session = aiohttp.ClientSession(connector=connector)
 
     async def post(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         body = {"query": query, "variables": variables or {}}
