@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from core.cloudspace_access import MintedKubeconfig, tenant_kubeconfig
+from core.cloudspace_access import MintedKubeconfig, connect, tenant_kubeconfig
 from core.clusters import credentials_for
 from core.errors import ApiError, Problems, UserErrors
 from core.events import CLOUDSPACE_PHASE
@@ -123,7 +123,7 @@ async def host_credentials(services: Services, host: Space) -> ClusterCredential
 async def capacity_of(services: Services, host: Space) -> Capacity:
     """The host's allocatable, asked live; ProviderError when it cannot be asked."""
     credentials = await host_credentials(services, host)
-    async with host_api.connect(credentials, deny=services.deny_networks) as kube:
+    async with connect(services, credentials) as kube:
         nodes = await kube.items("/api/v1/nodes")
     cpu = memory = 0.0
     for allocatable in host_api.node_allocatable(nodes):

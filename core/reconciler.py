@@ -32,14 +32,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, ClassVar
 
-from sqlmodel import col
-
 from core import cloudspaces as rules
 from core import vclusters as vc
-from core.cloudspace_access import AdminReach, address, admin_reach, target_of
+from core.cloudspace_access import AdminReach, address, admin_reach, connect, target_of
 from core.errors import Problems
-from core.loops import Loop, LoopStats, describe, metric
-from core.services import Services, Unit, utcnow
+from core.loops import Loop, LoopStats, describe, metric, seconds_until_due
+from core.services import Services, Unit
 from db import claims
 from db import cloudspaces as cloudspace_rows
 from db.tables import CloudSpace, Space
@@ -58,14 +56,6 @@ MAX_RETRY_S = 300.0
 # while there is no CloudSpace at all.
 LOOK_FOR_DUE_S = 2.0
 LOOK_WHEN_NONE_S = 10.0
-
-QUEUE = claims.WorkQueue(
-    model=CloudSpace,
-    id=col(CloudSpace.id),
-    due=col(CloudSpace.next_attempt_at),
-    claimed_by=col(CloudSpace.claimed_by),
-    lease_until=col(CloudSpace.lease_until),
-)
 
 
 @dataclass
@@ -167,7 +157,7 @@ class Reconciler:
         async with self.services.unit() as unit:
             rows = await claims.claim_due(
                 unit.session,
-                QUEUE,
+                cloudspace_rows.RECONCILE_QUEUE,
                 now=unit.now,
                 due_again=unit.now + LEASE,
                 limit=free,
@@ -177,14 +167,13 @@ class Reconciler:
         for row in rows:
             self.loop.spawn(row.id, self._work(row))
         if len(rows) < free:
-            await self.loop.nap(await self._until_next_due(), self.services.reconcile_wanted)
-
-    async def _until_next_due(self) -> float:
-        async with self.services.read() as session:
-            earliest = await cloudspace_rows.earliest_due(session)
-        if earliest is None:  # no CloudSpace at all: a quiet database, looked at rarely
-            return LOOK_WHEN_NONE_S
-        return min(max((earliest - utcnow()).total_seconds(), 0.01), LOOK_FOR_DUE_S)
+            due_in = await seconds_until_due(
+                self.services,
+                cloudspace_rows.earliest_due,
+                longest_s=LOOK_FOR_DUE_S,
+                when_none_s=LOOK_WHEN_NONE_S,  # no CloudSpace at all: looked at rarely
+            )
+            await self.loop.nap(due_in, self.services.reconcile_wanted)
 
     # -- one CloudSpace -----------------------------------------------------------
     async def _work(self, row: CloudSpace | None) -> None:
@@ -296,11 +285,8 @@ class Reconciler:
     def _connect(
         self, credentials: ClusterCredentials
     ) -> AbstractAsyncContextManager[host_api.Kube]:
-        return host_api.connect(
-            credentials,
-            deny=self.services.deny_networks,
-            timeout_s=STEP_TIMEOUT_S,
-            on_call=self._count_call,
+        return connect(
+            self.services, credentials, timeout_s=STEP_TIMEOUT_S, on_call=self._count_call
         )
 
     def _count_call(self) -> None:

@@ -18,7 +18,17 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
+from db.claims import WorkQueue
 from db.tables import CloudSpace, CloudSpaceEvent, Space
+
+# The reconciler's work: CloudSpaces whose next attempt is due, leased while a worker runs.
+RECONCILE_QUEUE = WorkQueue(
+    model=CloudSpace,
+    id=col(CloudSpace.id),
+    due=col(CloudSpace.next_attempt_at),
+    claimed_by=col(CloudSpace.claimed_by),
+    lease_until=col(CloudSpace.lease_until),
+)
 
 
 def _is_sqlite(session: AsyncSession) -> bool:

@@ -25,6 +25,8 @@ from db import cloud_accounts, cloudspaces, environments, owned
 from db import spaces as space_rows
 from db.pages import Page, pages_by_parent
 from db.tables import (
+    ApiToken,
+    AuditEvent,
     CloudAccount,
     CloudSpace,
     CloudSpaceEvent,
@@ -67,6 +69,8 @@ class Loaders:
         self.custom_role: DataLoader[str, RoleDefinition | None] = self._by_id(
             RoleDefinition, org_id
         )
+        self.api_token: DataLoader[str, ApiToken | None] = self._by_id(ApiToken, org_id)
+        self.audit_event: DataLoader[str, AuditEvent | None] = self._by_id(AuditEvent, org_id)
         # Not a loader: this operation's allowance of live cluster calls (core.live_calls).
         self.live_calls = services.live_calls.budget()
         # A query's reads that queue together share one read-only transaction

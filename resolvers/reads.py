@@ -115,6 +115,9 @@ VIEW_POLICY = {
     "Environment": "environment:view",
     "CloudSpace": "cloudspace:view",
     "SpaceStatusEvent": "space:view",
+    "ApiToken": "token:manage",
+    "RoleDefinition": "role:manage",
+    "AuditEvent": "audit:view",
 }
 
 
@@ -131,6 +134,9 @@ async def node(context: Context, object_id: str) -> tuple[str, Any] | None:
         "Space": loaders.space,
         "Environment": loaders.environment,
         "CloudSpace": loaders.cloud_space,
+        "ApiToken": loaders.api_token,
+        "RoleDefinition": loaders.custom_role,
+        "AuditEvent": loaders.audit_event,
     }
     if kind == "SpaceStatusEvent":
         number = event_number(object_id)

@@ -649,6 +649,10 @@ class RoleDefinition(Node):
     policies: list[str] = strawberry.field(description="The policies the role grants.")
 
     @classmethod
+    def from_row(cls, row: tables.RoleDefinition) -> RoleDefinition:
+        return cls.from_domain(role_rules.view_of(row))
+
+    @classmethod
     def from_domain(cls, role: role_rules.RoleView) -> RoleDefinition:
         return cls(
             id=strawberry.ID(role.id),
