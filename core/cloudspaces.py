@@ -20,6 +20,7 @@ from core.clusters import credentials_for
 from core.errors import ApiError, Problems, UserErrors
 from core.events import CLOUDSPACE_PHASE
 from core.ids import new_id
+from core.live_calls import LiveCallBudget
 from core.names import dns_label_problem
 from core.rbac import Viewer
 from core.services import Services, Unit
@@ -384,17 +385,21 @@ def usage_of(row: CloudSpace) -> Mapping[str, float] | None:
 
 
 async def kubeconfig(
-    services: Services, viewer: Viewer, row: CloudSpace
+    services: Services, viewer: Viewer, row: CloudSpace, budget: LiveCallBudget
 ) -> MintedKubeconfig | None:
     """A tenant kubeconfig of the CloudSpace's vCluster; needs cloudspace:kubeconfig
     (ApiError FORBIDDEN)."""
     viewer.require_to_read("cloudspace:kubeconfig")
-    return await mint_kubeconfig(services, row)
+    return await mint_kubeconfig(services, row, budget)
 
 
-async def mint_kubeconfig(services: Services, row: CloudSpace) -> MintedKubeconfig | None:
-    """A fresh tenant kubeconfig; None while the vCluster is not up. A cluster that cannot
-    give one is an ApiError PROVIDER_ERROR."""
+async def mint_kubeconfig(
+    services: Services, row: CloudSpace, budget: LiveCallBudget
+) -> MintedKubeconfig | None:
+    """A fresh tenant kubeconfig; None while the vCluster is not up. Its cluster calls
+    count as one live call of the operation (`core.live_calls`), so one query cannot mint
+    for hundreds of CloudSpaces. A cluster that cannot give one, or a spent budget, is an
+    ApiError PROVIDER_ERROR."""
     if not vcluster_up(row):
         return None
     async with services.read() as session:
@@ -402,7 +407,8 @@ async def mint_kubeconfig(services: Services, row: CloudSpace) -> MintedKubeconf
     if host is None:
         return None
     try:
-        credentials = await host_credentials(services, host)
-        return await tenant_kubeconfig(services, credentials, row)
+        async with budget.call():
+            credentials = await host_credentials(services, host)
+            return await tenant_kubeconfig(services, credentials, row)
     except ProviderError as failed:
         raise ApiError("PROVIDER_ERROR", failed.reason) from failed
