@@ -29,7 +29,6 @@ from db import cloudspaces as cloudspace_rows
 from db import owned
 from db.tables import CloudSpace, CloudSpaceEvent, Org, Space
 from providers import host as host_api
-from providers.credentials import ClusterCredentials
 from providers.errors import ProviderError
 
 # The reconciler's steps in order, with the phase each belongs to.
@@ -116,14 +115,9 @@ def _check_quota(problems: Problems, cpu: float, memory_mib: int) -> None:
 # -- host capacity ----------------------------------------------------------
 
 
-async def host_credentials(services: Services, host: Space) -> ClusterCredentials:
-    """The host's minted credential (outside any transaction: a mint may be a round trip)."""
-    return await credentials_for(services, host)
-
-
 async def capacity_of(services: Services, host: Space) -> Capacity:
     """The host's allocatable, asked live; ProviderError when it cannot be asked."""
-    credentials = await host_credentials(services, host)
+    credentials = await credentials_for(services, host)
     async with connect(services, credentials) as kube:
         nodes = await kube.items("/api/v1/nodes")
     cpu = memory = 0.0
@@ -408,7 +402,7 @@ async def mint_kubeconfig(
         return None
     try:
         async with budget.call():
-            credentials = await host_credentials(services, host)
+            credentials = await credentials_for(services, host)
             return await tenant_kubeconfig(services, credentials, row)
     except ProviderError as failed:
         raise ApiError("PROVIDER_ERROR", failed.reason) from failed
