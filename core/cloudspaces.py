@@ -10,7 +10,6 @@ sums read again. Refusals give the numbers and never another org's names.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -370,12 +369,6 @@ async def delete(unit: Unit, viewer: Viewer, cloud_space_id: str, confirm_name: 
     await record_phase(unit, row, previous, "DELETING", None)
     unit.reconcile_soon = True
     return row
-
-
-def usage_of(row: CloudSpace) -> Mapping[str, float] | None:
-    if row.usage_cpu is None or row.usage_memory_mib is None:
-        return None
-    return {"cpu": row.usage_cpu, "memory_mib": row.usage_memory_mib}
 
 
 async def kubeconfig(
