@@ -57,6 +57,7 @@ from bench.common import (  # noqa: E402
     spread,
 )
 from tests.support import factories as make  # noqa: E402
+from tests.support.clouds import Clouds  # noqa: E402
 from tests.support.server import Backend, Server, free_port, mint_token  # noqa: E402
 
 SPACE_FIELDS = "id name status cloudAccount { name } environments { name namespace }"
@@ -109,15 +110,22 @@ class Client:
         await self.session.close()
 
 
-async def populate(client: Client, spaces: int, environments: int) -> None:
+async def populate(client: Client, clouds: Clouds, spaces: int, environments: int) -> None:
     account = await client.mutate(
         make.CREATE_CLOUD_ACCOUNT,
-        {"input": {"name": "bench-aws", "provider": "AWS", "credentials": make.AWS_CREDENTIALS}},
+        {
+            "input": {
+                "name": "bench-aws",
+                "provider": "AWS",
+                "credentials": clouds.credentials("AWS"),
+            }
+        },
     )
     account_id = account["cloudAccount"]["id"]
     nowhere = free_port()  # first probes fail at once: nothing listens there
     for i in range(spaces):
         if i % 2:
+            clouds.add_cluster("AWS", f"c{i}", "us-east-1")
             access = {"cloudAccountId": account_id, "region": "us-east-1", "clusterName": f"c{i}"}
             await client.mutate(make.GRANT_CLUSTER_ACCESS, {"input": access})
             register = {
@@ -191,14 +199,13 @@ async def compare_answers(ours: Client, ceiling: Client) -> None:
             raise SystemExit(f"the ceiling's answer to {label} differs from spacedock's")
 
 
-async def run_database(backend: Backend, args: argparse.Namespace, directory: Path) -> None:
+async def run_database(
+    backend: Backend, clouds: Clouds, args: argparse.Namespace, directory: Path
+) -> None:
     server = Server(
         backend=backend,
         log_path=directory / "server.log",
-        env={
-            "SPACEDOCK_PROBE_INTERVAL_S": "3600",
-            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",
-        },
+        env={**clouds.env, "SPACEDOCK_PROBE_INTERVAL_S": "3600"},
     ).start()
     ceiling: Ceiling | None = None
     token = await mint_token(server.backend.url, "bench", "admin")
@@ -206,7 +213,7 @@ async def run_database(backend: Backend, args: argparse.Namespace, directory: Pa
     ceiling_client: Client | None = None
     try:
         started = time.monotonic()
-        await populate(client, args.spaces, args.environments)
+        await populate(client, clouds, args.spaces, args.environments)
         print(
             f"{backend.name}: populated {args.spaces} spaces x {args.environments} environments "
             f"in {time.monotonic() - started:.1f} s",
@@ -278,24 +285,30 @@ async def main() -> None:
     if not 1 <= args.spaces <= 100:
         parser.error("--spaces must be 1..100: the read is one page of first: 100")
     print(f"machine at start: {load_average()}", flush=True)
-    with tempfile.TemporaryDirectory() as directory:
-        await run_database(Backend.sqlite(Path(directory)), args, Path(directory))
-    if args.tables:
+    clouds = Clouds().start()  # the AWS spaces' account and clusters
+    try:
         with tempfile.TemporaryDirectory() as directory:
-            await asyncio.to_thread(space_tables.run, Backend.sqlite(Path(directory)), args.tables)
-    if args.postgres and not args.sqlite_only:
-        backend = await asyncio.to_thread(Backend.postgres, args.postgres)
-        try:
-            with tempfile.TemporaryDirectory() as directory:
-                await run_database(backend, args, Path(directory))
-        finally:
-            await asyncio.to_thread(backend.dispose, args.postgres)
+            await run_database(Backend.sqlite(Path(directory)), clouds, args, Path(directory))
         if args.tables:
+            with tempfile.TemporaryDirectory() as directory:
+                await asyncio.to_thread(
+                    space_tables.run, Backend.sqlite(Path(directory)), args.tables
+                )
+        if args.postgres and not args.sqlite_only:
             backend = await asyncio.to_thread(Backend.postgres, args.postgres)
             try:
-                await asyncio.to_thread(space_tables.run, backend, args.tables)
+                with tempfile.TemporaryDirectory() as directory:
+                    await run_database(backend, clouds, args, Path(directory))
             finally:
                 await asyncio.to_thread(backend.dispose, args.postgres)
+            if args.tables:
+                backend = await asyncio.to_thread(Backend.postgres, args.postgres)
+                try:
+                    await asyncio.to_thread(space_tables.run, backend, args.tables)
+                finally:
+                    await asyncio.to_thread(backend.dispose, args.postgres)
+    finally:
+        clouds.stop()
 
 
 if __name__ == "__main__":

@@ -221,7 +221,7 @@ async def test_pem_and_key_files_keep_their_lines_but_not_nul(org: Org) -> None:
             make.REGISTER_SPACE, {"input": with_value(generic, path, "\x00")}
         )
         assert (("input", *path), "INVALID") in fields_and_codes(payload)
-    key_file = make.gcp_service_account()
+    key_file = make.credentials_for("GCP")["serviceAccountJson"]
     gcp = {
         "name": make.unique("gcp"),
         "provider": "GCP",
