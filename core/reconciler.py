@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 from core import cloudspaces as rules
 from core import vclusters as vc
 from core.cloudspace_access import AdminReach, address, admin_reach, connect, target_of
+from core.clusters import credentials_for
 from core.errors import Problems
 from core.loops import Loop, LoopStats, describe, metric, seconds_until_due
 from core.services import Services, Unit
@@ -198,7 +199,7 @@ class Reconciler:
         try:
             if host is None:
                 return Failed("the host space no longer exists")
-            credentials = await rules.host_credentials(self.services, host)
+            credentials = await credentials_for(self.services, host)
             return await STEPS[row.step](self, row, credentials)
         except ProviderError as failed:
             return Failed(failed.reason)

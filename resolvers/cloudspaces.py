@@ -132,7 +132,9 @@ async def kubeconfig_download(
     row = await context.loaders.cloud_space.load(cloud_space_id)
     if row is None or row.name != vcluster_name:
         return None
-    minted = await cloudspaces.kubeconfig(context.services, context.caller, row)
+    minted = await cloudspaces.kubeconfig(
+        context.services, context.caller, row, context.loaders.live_calls
+    )
     if minted is None:
         raise ApiError(
             "PRECONDITION_FAILED",
