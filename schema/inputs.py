@@ -73,10 +73,11 @@ class CreateCloudAccountInput:
 class RotateCloudAccountCredentialsInput:
     id: strawberry.ID = strawberry.field(description="The cloud account whose credentials change.")
     credentials: JSON = strawberry.field(
+        metadata=SECRET,
         description=(
             "Same shape as CreateCloudAccountInput.credentials. Verified before anything "
             "changes. Never returned."
-        )
+        ),
     )
 
 

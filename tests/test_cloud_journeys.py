@@ -278,6 +278,16 @@ async def test_rotation_swaps_credentials_and_probes_mint_with_the_new_ones(
         {"input": {"id": account["id"], "credentials": fresh}},
     )
     assert make.succeeded(rotated)["cloudAccount"] == account
+    audited = await org.admin.data(
+        "query($id: ID!) { auditEvents(first: 100, filter: {targetId: $id}) "
+        "{ nodes { action outcome input } } }",
+        {"id": account["id"]},
+    )
+    rotations = [
+        e for e in audited["auditEvents"]["nodes"] if e["action"] == "rotateCloudAccountCredentials"
+    ]
+    assert sorted(e["outcome"] for e in rotations) == ["OK", "PROVIDER_ERROR"]
+    assert all(e["input"]["credentials"] == "[redacted]" for e in rotations), rotations
     seen = len(clouds.tokens_seen)
     await tokens_after(clouds, seen, 2)
     if marker is not None and old is not None:
