@@ -47,7 +47,6 @@ lint: install
 bench: install
 	$(BIN)/python bench/graphql_reads.py
 	$(BIN)/python bench/fanout.py
-	$(BIN)/python bench/space_tables.py
 	$(BIN)/python bench/probe.py
 	$(BIN)/python bench/cloudspaces.py
 	$(BIN)/python bench/abuse.py

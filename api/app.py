@@ -52,6 +52,7 @@ def build_services(settings: Settings) -> Services:
         secrets=settings.secret_box(),
         health=HealthRule(settings.probe_interval_s),
         deny_networks=settings.cluster_deny_cidrs,
+        ambient_credential_orgs=settings.ambient_credential_orgs,
         cluster_max_body_bytes=settings.cluster_max_body_bytes,
         live_calls=LiveCalls(
             LiveCallLimits(

@@ -70,6 +70,9 @@ WS_INTERNAL_ERROR = 1011
 
 @dataclass(frozen=True)
 class TransportLimits:
+    """The transport's settings (SPACEDOCK_MAX_BODY_BYTES, _REQUEST_READ_TIMEOUT_S,
+    _MAX_SUBSCRIPTIONS_PER_TOKEN)."""
+
     max_body_bytes: int = 1024 * 1024
     read_timeout_s: float = 5.0
     max_subscriptions_per_token: int = 500

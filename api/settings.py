@@ -99,6 +99,8 @@ class Settings:
     cluster_deny_cidrs: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = field(
         default=()
     )
+    # Orgs whose cloud accounts may use the server's own cloud identity ("ambient": true).
+    ambient_credential_orgs: frozenset[str] = frozenset()
     cloudspaces: CloudSpaceSettings = field(default_factory=CloudSpaceSettings)
     # Transport limits (issue 7): a request body or WebSocket message, a request's head and
     # body sent too slowly, subscriptions one credential holds across its connections, and
@@ -136,6 +138,11 @@ class Settings:
             probe_failure_threshold=int(_number("SPACEDOCK_PROBE_FAILURE_THRESHOLD", 3)),
             probe_concurrency=int(_number("SPACEDOCK_PROBE_CONCURRENCY", 256)),
             cluster_deny_cidrs=_networks("SPACEDOCK_CLUSTER_DENY_CIDRS"),
+            ambient_credential_orgs=frozenset(
+                name.strip()
+                for name in os.environ.get("SPACEDOCK_AMBIENT_CREDENTIAL_ORGS", "").split(",")
+                if name.strip()
+            ),
             cloudspaces=_cloudspace_settings(),
             max_body_bytes=int(_number("SPACEDOCK_MAX_BODY_BYTES", 1024 * 1024)),
             request_read_timeout_s=_number("SPACEDOCK_REQUEST_READ_TIMEOUT_S", 5.0),

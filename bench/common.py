@@ -19,6 +19,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 TICKS = os.sysconf("SC_CLK_TCK")
+# The servers close a keep-alive connection idle for 5 s (uvicorn's timeout_keep_alive);
+# clients let theirs go sooner, or a POST after a pause meets a closed connection.
+CLIENT_KEEPALIVE_S = 3.0
 
 
 def process_cpu_s(pid: int) -> float:

@@ -50,6 +50,7 @@ import aiohttp  # noqa: E402
 import uvloop  # noqa: E402
 
 from bench.common import (  # noqa: E402
+    CLIENT_KEEPALIVE_S,
     Ceiling,
     load_average,
     process_cpu_s,
@@ -332,7 +333,9 @@ async def servers(
     server = Server(backend=backend, log_path=directory / "server.log", env=env)
     await asyncio.to_thread(server.start)
     ceiling: Ceiling | None = None
-    session = aiohttp.ClientSession()
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(keepalive_timeout=CLIENT_KEEPALIVE_S)
+    )
     ours: Target | None = None
     them: Target | None = None
     try:

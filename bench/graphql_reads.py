@@ -20,6 +20,10 @@ interquartile range, the requests per second one client gets (1 / median), serve
 per request (from /proc), SQL statements per request (from /metrics) and spacedock's
 throughput as a share of the ceiling's. The target of issue 12 is a share of 80% or more.
 
+Then, per database, the table reads of a dashboard over 10,000 spaces (a sorted, searched
+page, the last page by probe time and spaceCounts) against the plain page in the same run:
+bench/space_tables.py, which also runs alone (`--tables 0` skips it here).
+
 Runs on SQLite, and on Postgres too when `--postgres URL` (an admin URL; a fresh
 database is made and dropped) or SPACEDOCK_TEST_DATABASE_URL is given.
 
@@ -44,8 +48,16 @@ sys.path.insert(0, str(REPO))
 
 import aiohttp  # noqa: E402
 
-from bench.common import Ceiling, load_average, process_cpu_s, spread  # noqa: E402
+from bench import space_tables  # noqa: E402
+from bench.common import (  # noqa: E402
+    CLIENT_KEEPALIVE_S,
+    Ceiling,
+    load_average,
+    process_cpu_s,
+    spread,
+)
 from tests.support import factories as make  # noqa: E402
+from tests.support.clouds import Clouds  # noqa: E402
 from tests.support.server import Backend, Server, free_port, mint_token  # noqa: E402
 
 SPACE_FIELDS = "id name status cloudAccount { name } environments { name namespace }"
@@ -64,7 +76,8 @@ class Client:
     def __init__(self, url: str, token: str) -> None:
         self.url = url
         self.headers = {"Authorization": f"Bearer {token}"}
-        self.session = aiohttp.ClientSession()
+        connector = aiohttp.TCPConnector(keepalive_timeout=CLIENT_KEEPALIVE_S)
+        self.session = aiohttp.ClientSession(connector=connector)
 
     async def post(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         body = {"query": query, "variables": variables or {}}
@@ -97,15 +110,22 @@ class Client:
         await self.session.close()
 
 
-async def populate(client: Client, spaces: int, environments: int) -> None:
+async def populate(client: Client, clouds: Clouds, spaces: int, environments: int) -> None:
     account = await client.mutate(
         make.CREATE_CLOUD_ACCOUNT,
-        {"input": {"name": "bench-aws", "provider": "AWS", "credentials": make.AWS_CREDENTIALS}},
+        {
+            "input": {
+                "name": "bench-aws",
+                "provider": "AWS",
+                "credentials": clouds.credentials("AWS"),
+            }
+        },
     )
     account_id = account["cloudAccount"]["id"]
     nowhere = free_port()  # first probes fail at once: nothing listens there
     for i in range(spaces):
         if i % 2:
+            clouds.add_cluster("AWS", f"c{i}", "us-east-1")
             access = {"cloudAccountId": account_id, "region": "us-east-1", "clusterName": f"c{i}"}
             await client.mutate(make.GRANT_CLUSTER_ACCESS, {"input": access})
             register = {
@@ -179,14 +199,13 @@ async def compare_answers(ours: Client, ceiling: Client) -> None:
             raise SystemExit(f"the ceiling's answer to {label} differs from spacedock's")
 
 
-async def run_database(backend: Backend, args: argparse.Namespace, directory: Path) -> None:
+async def run_database(
+    backend: Backend, clouds: Clouds, args: argparse.Namespace, directory: Path
+) -> None:
     server = Server(
         backend=backend,
         log_path=directory / "server.log",
-        env={
-            "SPACEDOCK_PROBE_INTERVAL_S": "3600",
-            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",
-        },
+        env={**clouds.env, "SPACEDOCK_PROBE_INTERVAL_S": "3600"},
     ).start()
     ceiling: Ceiling | None = None
     token = await mint_token(server.backend.url, "bench", "admin")
@@ -194,7 +213,7 @@ async def run_database(backend: Backend, args: argparse.Namespace, directory: Pa
     ceiling_client: Client | None = None
     try:
         started = time.monotonic()
-        await populate(client, args.spaces, args.environments)
+        await populate(client, clouds, args.spaces, args.environments)
         print(
             f"{backend.name}: populated {args.spaces} spaces x {args.environments} environments "
             f"in {time.monotonic() - started:.1f} s",
@@ -255,19 +274,41 @@ async def main() -> None:
         help="Postgres admin URL (postgresql+asyncpg://...); also run there",
     )
     parser.add_argument("--sqlite-only", action="store_true", help="skip Postgres")
+    parser.add_argument(
+        "--tables",
+        type=int,
+        default=20,
+        metavar="ROUNDS",
+        help="rounds of the table reads over 10,000 spaces (bench/space_tables.py); 0: skip",
+    )
     args = parser.parse_args()
     if not 1 <= args.spaces <= 100:
         parser.error("--spaces must be 1..100: the read is one page of first: 100")
     print(f"machine at start: {load_average()}", flush=True)
-    with tempfile.TemporaryDirectory() as directory:
-        await run_database(Backend.sqlite(Path(directory)), args, Path(directory))
-    if args.postgres and not args.sqlite_only:
-        backend = await asyncio.to_thread(Backend.postgres, args.postgres)
-        try:
+    clouds = Clouds().start()  # the AWS spaces' account and clusters
+    try:
+        with tempfile.TemporaryDirectory() as directory:
+            await run_database(Backend.sqlite(Path(directory)), clouds, args, Path(directory))
+        if args.tables:
             with tempfile.TemporaryDirectory() as directory:
-                await run_database(backend, args, Path(directory))
-        finally:
-            await asyncio.to_thread(backend.dispose, args.postgres)
+                await asyncio.to_thread(
+                    space_tables.run, Backend.sqlite(Path(directory)), args.tables
+                )
+        if args.postgres and not args.sqlite_only:
+            backend = await asyncio.to_thread(Backend.postgres, args.postgres)
+            try:
+                with tempfile.TemporaryDirectory() as directory:
+                    await run_database(backend, clouds, args, Path(directory))
+            finally:
+                await asyncio.to_thread(backend.dispose, args.postgres)
+            if args.tables:
+                backend = await asyncio.to_thread(Backend.postgres, args.postgres)
+                try:
+                    await asyncio.to_thread(space_tables.run, backend, args.tables)
+                finally:
+                    await asyncio.to_thread(backend.dispose, args.postgres)
+    finally:
+        clouds.stop()
 
 
 if __name__ == "__main__":

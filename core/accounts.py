@@ -1,196 +1,70 @@
-"""Cloud accounts: credentials checked for shape and sealed at rest, and per-cluster grants.
+"""Cloud accounts: credentials checked for shape, verified with the cloud, sealed at rest;
+per-cluster grants on clusters that exist; rotation; live cluster discovery.
 
-Credentials go in through `create_account` and never come back out: only
-`providers/` gets them, decrypted, when it mints a cluster credential.
+Credentials go in through `create_account` or `rotate_credentials` and never
+come back out: only `providers/` gets them, decrypted, to call the cloud. Every
+cloud call happens between two short transactions, never inside one, so no
+database connection waits on a cloud.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from core.errors import Problems, UserErrors
+from core import clouds
+from core.clouds import ClusterRef
+from core.errors import ApiError, Problems, UserErrors
 from core.ids import new_id
 from core.names import check_new_name, cloud_name_problem
 from core.rbac import Viewer
 from core.secrets import SecretBox
 from core.services import Unit
+from core.spaces import public_config
 from db import cloud_accounts as account_rows
 from db import owned
-from db.tables import CloudAccount, ClusterGrant
+from db.tables import CloudAccount, ClusterGrant, Space
+from providers.clouds import CloudCluster, ClusterLocation, adapter_for
+from providers.errors import ProviderError
 
-UUID = re.compile(r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
-AWS_ACCESS_KEY_ID = re.compile(r"^[A-Z0-9]{16,128}$")
-AWS_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
-AWS_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
-GCP_PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-REGION = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
-
-CREDENTIAL_KEYS = {
-    "AWS": {"accessKeyId", "secretAccessKey", "sessionToken", "roleArn", "externalId", "regions"},
-    "GCP": {"serviceAccountJson", "projectId"},
-    "AZURE": {"tenantId", "clientId", "clientSecret", "subscriptionId"},
-}
+AMBIENT_SETTING = "SPACEDOCK_AMBIENT_CREDENTIAL_ORGS"
 
 
 @dataclass(frozen=True)
-class ClusterRef:
-    """A cluster's identity on an account, as ClusterAccessInput names it."""
+class CheckedCredentials:
+    """Credentials of the right shape for a provider, not yet verified with the cloud."""
 
-    cloud_account_id: str
-    region: str
-    cluster_name: str
-    resource_group: str | None = None
+    provider: str
+    values: dict[str, Any] = field(repr=False)
 
 
-def cluster_key(
-    provider: str, region: str | None, cluster_name: str, resource_group: str | None
-) -> str:
-    """Grants are keyed per provider: AZURE by resource group, the others by region."""
-    if provider == "AZURE":
-        return f"{(resource_group or '').lower()}/{cluster_name}"
-    return f"{region}/{cluster_name}"
-
-
-def _text(
+def _checked(
+    viewer: Viewer,
+    provider: str,
+    credentials: Any,
+    ambient_orgs: frozenset[str],
     problems: Problems,
-    credentials: Mapping[str, Any],
-    key: str,
-    required: bool,
-    pattern: re.Pattern[str] | None = None,
-    what: str = "",
-) -> str | None:
-    value = credentials.get(key)
-    if value is None:
-        if required:
-            problems.add([key], f"{key} is required")
-        return None
-    if not isinstance(value, str) or not value.strip():
-        problems.add([key], f"{key} must be a non-empty string")
-        return None
-    if pattern is not None and not pattern.fullmatch(value):
-        problems.add([key], f"{key} must be {what}")  # never echo the value: it may be secret
-        return None
-    return value
-
-
-def _aws(problems: Problems, credentials: Mapping[str, Any]) -> dict[str, Any]:
-    checked: dict[str, Any] = {
-        "accessKeyId": _text(
-            problems,
-            credentials,
-            "accessKeyId",
-            True,
-            AWS_ACCESS_KEY_ID,
-            "16-128 uppercase letters and digits",
-        ),
-        "secretAccessKey": _text(problems, credentials, "secretAccessKey", True),
-        "sessionToken": _text(problems, credentials, "sessionToken", False),
-        "roleArn": _text(
-            problems,
-            credentials,
-            "roleArn",
-            False,
-            AWS_ROLE_ARN,
-            "an IAM role ARN (arn:aws:iam::123456789012:role/name)",
-        ),
-        "externalId": _text(problems, credentials, "externalId", False),
-    }
-    regions = credentials.get("regions")
-    if regions is not None:
-        if (
-            not isinstance(regions, list)
-            or not regions
-            or not all(isinstance(r, str) and AWS_REGION.fullmatch(r) for r in regions)
-        ):
-            problems.add(
-                ["regions"], "regions must be a non-empty list of AWS regions such as us-east-1"
-            )
-        else:
-            checked["regions"] = sorted(set(regions))
-    return {k: v for k, v in checked.items() if v is not None}
-
-
-def _gcp(problems: Problems, credentials: Mapping[str, Any]) -> dict[str, Any]:
-    raw = credentials.get("serviceAccountJson")
-    service_account: Any = raw
-    if raw is None:
-        problems.add(["serviceAccountJson"], "serviceAccountJson is required")
-        return {}
-    if isinstance(raw, str):
-        try:
-            service_account = json.loads(raw)
-        except ValueError:
-            problems.add(
-                ["serviceAccountJson"],
-                "serviceAccountJson must be the JSON key file of a service account",
-            )
-            return {}
-    if not isinstance(service_account, dict) or service_account.get("type") != "service_account":
+) -> CheckedCredentials:
+    values = clouds.check_credentials(provider, credentials, problems)
+    if clouds.is_ambient(values) and viewer.org_name not in ambient_orgs:
         problems.add(
-            ["serviceAccountJson"],
-            'serviceAccountJson must be a key file with "type": "service_account"',
+            ["credentials", clouds.AMBIENT],
+            "ambient credentials are the server's own cloud identity; this org is not listed "
+            f"in {AMBIENT_SETTING}",
+            "FORBIDDEN",
         )
-        return {}
-    missing = [
-        k
-        for k in ("client_email", "private_key", "token_uri")
-        if not isinstance(service_account.get(k), str)
-    ]
-    if missing:
-        problems.add(["serviceAccountJson"], f"serviceAccountJson lacks {', '.join(missing)}")
-    elif "PRIVATE KEY-----" not in service_account["private_key"]:
-        problems.add(
-            ["serviceAccountJson"], "serviceAccountJson private_key must be a PEM private key"
-        )
-    project = credentials.get("projectId", service_account.get("project_id"))
-    if not isinstance(project, str) or not GCP_PROJECT.fullmatch(project):
-        problems.add(
-            ["projectId"], "projectId (or the key file's project_id) must be a GCP project id"
-        )
-    return {"serviceAccountJson": service_account, "projectId": project}
+    return CheckedCredentials(provider, values)
 
 
-def _azure(problems: Problems, credentials: Mapping[str, Any]) -> dict[str, Any]:
-    checked = {
-        "tenantId": _text(problems, credentials, "tenantId", True, UUID, "a UUID"),
-        "clientId": _text(problems, credentials, "clientId", True, UUID, "a UUID"),
-        "clientSecret": _text(problems, credentials, "clientSecret", True),
-        "subscriptionId": _text(problems, credentials, "subscriptionId", True, UUID, "a UUID"),
-    }
-    return {k: v for k, v in checked.items() if v is not None}
-
-
-CHECKS = {"AWS": _aws, "GCP": _gcp, "AZURE": _azure}
-
-
-def check_credentials(provider: str, credentials: Any, problems: Problems) -> dict[str, Any]:
-    """The credentials in canonical form, or problems naming each field at fault."""
-    at = Problems(*problems.root, "credentials")
-    if provider not in CHECKS:
-        problems.add(
-            ["provider"], "provider must be AWS, GCP or AZURE; GENERIC spaces need no cloud account"
-        )
-        return {}
-    if not isinstance(credentials, dict):
-        at.add(
-            [], f"credentials must be an object with {', '.join(sorted(CREDENTIAL_KEYS[provider]))}"
-        )
-        problems.errors.extend(at.errors)
-        return {}
-    for unknown in sorted(set(credentials) - CREDENTIAL_KEYS[provider]):
-        at.add([unknown], f"{unknown} is not a {provider} credential field")
-    checked = CHECKS[provider](at, credentials)
-    problems.errors.extend(at.errors)
-    return checked
-
-
-async def create_account(
-    unit: Unit, viewer: Viewer, secrets: SecretBox, name: str, provider: str, credentials: Any
-) -> CloudAccount:
+async def check_new_account(
+    unit: Unit,
+    viewer: Viewer,
+    name: str,
+    provider: str,
+    credentials: Any,
+    ambient_orgs: frozenset[str],
+) -> CheckedCredentials:
+    """Every check createCloudAccount makes before it asks the cloud."""
     viewer.require("cloudaccount:create")
     problems = Problems("input")
     await check_new_name(
@@ -199,14 +73,42 @@ async def create_account(
         lambda: owned.by_name(unit.session, CloudAccount, viewer.org_id, name),
         "a cloud account",
     )
-    checked = check_credentials(provider, credentials, problems)
+    checked = _checked(viewer, provider, credentials, ambient_orgs, problems)
+    problems.raise_if_any()
+    return checked
+
+
+async def verify(checked: CheckedCredentials) -> None:
+    """Asks the cloud whether it accepts the credentials: PROVIDER_ERROR saying what it said."""
+    try:
+        await adapter_for(checked.provider).verify(checked.values)
+    except ProviderError as refused:
+        raise UserErrors.one(
+            ["input", "credentials"],
+            f"{checked.provider} did not accept the credentials: {refused.reason}",
+            "PROVIDER_ERROR",
+        ) from refused
+
+
+async def create_account(
+    unit: Unit, viewer: Viewer, secrets: SecretBox, name: str, checked: CheckedCredentials
+) -> CloudAccount:
+    """Stores verified credentials (sealed) under a name still free."""
+    viewer.require("cloudaccount:create")
+    problems = Problems("input")
+    await check_new_name(
+        problems,
+        name,
+        lambda: owned.by_name(unit.session, CloudAccount, viewer.org_id, name),
+        "a cloud account",
+    )
     problems.raise_if_any()
     account = CloudAccount(
         id=new_id("ca"),
         org_id=viewer.org_id,
         name=name,
-        provider=provider,
-        credentials_ciphertext=secrets.seal(checked),
+        provider=checked.provider,
+        credentials_ciphertext=secrets.seal(checked.values),
         created_at=unit.now,
     )
     await owned.add(unit.session, account)
@@ -223,6 +125,48 @@ async def account_in_org(
     return account
 
 
+async def check_rotation(
+    unit: Unit,
+    viewer: Viewer,
+    secrets: SecretBox,
+    account_id: str,
+    credentials: Any,
+    ambient_orgs: frozenset[str],
+) -> CheckedCredentials:
+    """Every check rotateCloudAccountCredentials makes before it asks the cloud."""
+    viewer.require("cloudaccount:update")
+    account = await account_in_org(unit, viewer, account_id, ["input", "id"])
+    problems = Problems("input")
+    checked = _checked(viewer, account.provider, credentials, ambient_orgs, problems)
+    if not problems:
+        # Spaces name the account's project or subscription; new keys may not move it.
+        old = clouds.account_scope(account.provider, secrets.open(account.credentials_ciphertext))
+        new = clouds.account_scope(account.provider, checked.values)
+        for key, value in old.items():
+            if new.get(key, "").lower() != value.lower():
+                problems.add(
+                    ["credentials", key],
+                    f"{key} must stay the account's own ({value}); "
+                    "create another account for another one",
+                )
+    problems.raise_if_any()
+    return checked
+
+
+async def rotate_credentials(
+    unit: Unit, viewer: Viewer, secrets: SecretBox, account_id: str, checked: CheckedCredentials
+) -> tuple[CloudAccount, list[str]]:
+    """Swaps verified credentials in; the ids of the spaces whose cached credential is stale."""
+    viewer.require("cloudaccount:update")
+    account = await account_in_org(unit, viewer, account_id, ["input", "id"])
+    account.credentials_ciphertext = secrets.seal(checked.values)
+    unit.session.add(account)
+    await unit.session.flush()
+    return account, [
+        s.id for s in await account_rows.live_spaces_of_account(unit.session, account.id)
+    ]
+
+
 async def delete_account(unit: Unit, viewer: Viewer, account_id: str) -> str:
     viewer.require("cloudaccount:delete")
     account = await account_in_org(unit, viewer, account_id, ["input", "id"])
@@ -237,19 +181,23 @@ async def delete_account(unit: Unit, viewer: Viewer, account_id: str) -> str:
     return account.id
 
 
-def _check_cluster_ref(problems: Problems, provider: str | None, ref: ClusterRef) -> None:
+def check_cluster_ref(
+    problems: Problems, provider: clouds.Provider | None, ref: ClusterRef, at: tuple[str, ...] = ()
+) -> None:
     """provider None: the account is unknown, so only the provider-neutral rules apply."""
-    if not REGION.fullmatch(ref.region):
-        problems.add(["region"], "region must be a cloud region or location such as us-east-1")
+    pattern = provider.region_pattern if provider else clouds.REGION
+    if not pattern.fullmatch(ref.region):
+        example = provider.region_example if provider else clouds.REGION_EXAMPLE
+        problems.add([*at, "region"], f"region must be {example}")
     if (why := cloud_name_problem(ref.cluster_name)) is not None:
-        problems.add(["clusterName"], f"clusterName {why}")
-    if provider == "AZURE":
+        problems.add([*at, "clusterName"], f"clusterName {why}")
+    if provider is not None and provider.grant_by_resource_group:
         if not ref.resource_group:
-            problems.add(["resourceGroup"], "resourceGroup is required for AZURE")
+            problems.add([*at, "resourceGroup"], f"resourceGroup is required for {provider.name}")
         elif (why := cloud_name_problem(ref.resource_group)) is not None:
-            problems.add(["resourceGroup"], f"resourceGroup {why}")
+            problems.add([*at, "resourceGroup"], f"resourceGroup {why}")
     elif provider is not None and ref.resource_group is not None:
-        problems.add(["resourceGroup"], "resourceGroup applies to AZURE only")
+        problems.add([*at, "resourceGroup"], "resourceGroup applies to AZURE only")
 
 
 async def _grant_target(unit: Unit, viewer: Viewer, ref: ClusterRef) -> tuple[CloudAccount, str]:
@@ -258,10 +206,44 @@ async def _grant_target(unit: Unit, viewer: Viewer, ref: ClusterRef) -> tuple[Cl
     problems = Problems("input")
     if account is None:
         problems.add(["cloudAccountId"], "no such cloud account", "NOT_FOUND")
-    _check_cluster_ref(problems, account.provider if account else None, ref)
+    descriptor = clouds.provider(account.provider) if account else None
+    check_cluster_ref(problems, descriptor, ref)
     problems.raise_if_any()
-    assert account is not None
-    return account, cluster_key(account.provider, ref.region, ref.cluster_name, ref.resource_group)
+    assert account is not None and descriptor is not None
+    return account, descriptor.grant_key(ref.region, ref.cluster_name, ref.resource_group)
+
+
+def _location(ref: ClusterRef) -> ClusterLocation:
+    return ClusterLocation(ref.region, ref.cluster_name, ref.resource_group)
+
+
+async def grant_target(
+    unit: Unit, viewer: Viewer, secrets: SecretBox, ref: ClusterRef
+) -> clouds.CloudTarget:
+    """Every check grantClusterAccess makes before it asks the cloud for the cluster."""
+    viewer.require("cloudaccount:update")
+    account, _ = await _grant_target(unit, viewer, ref)
+    return clouds.CloudTarget(
+        account.provider, secrets.open(account.credentials_ciphertext), _location(ref)
+    )
+
+
+async def require_cluster(target: clouds.CloudTarget, field: list[str]) -> CloudCluster:
+    """The cluster as the cloud describes it: NOT_FOUND when it has none, PROVIDER_ERROR
+    when it cannot be asked."""
+    assert target.location is not None
+    try:
+        found = await adapter_for(target.provider).describe(target.credentials, target.location)
+    except ProviderError as failed:
+        raise UserErrors.one(field, failed.reason, "PROVIDER_ERROR") from failed
+    if found is None:
+        where = target.location.resource_group or target.location.region
+        raise UserErrors.one(
+            field,
+            f"the account sees no cluster {target.location.name} in {where}",
+            "NOT_FOUND",
+        )
+    return found
 
 
 async def grant_access(unit: Unit, viewer: Viewer, ref: ClusterRef) -> ClusterGrant:
@@ -283,7 +265,10 @@ async def grant_access(unit: Unit, viewer: Viewer, ref: ClusterRef) -> ClusterGr
     return grant
 
 
-async def revoke_access(unit: Unit, viewer: Viewer, ref: ClusterRef) -> ClusterGrant:
+async def revoke_access(
+    unit: Unit, viewer: Viewer, ref: ClusterRef
+) -> tuple[ClusterGrant, list[str]]:
+    """Removes the grant; the ids of the spaces on that cluster, whose credentials go stale."""
     viewer.require("cloudaccount:update")
     account, key = await _grant_target(unit, viewer, ref)
     grant = await account_rows.grant(unit.session, account.id, key)
@@ -292,13 +277,53 @@ async def revoke_access(unit: Unit, viewer: Viewer, ref: ClusterRef) -> ClusterG
             ["input", "clusterName"], "this account has no access to that cluster", "NOT_FOUND"
         )
     await owned.remove(unit.session, grant)
-    return grant
+    descriptor = clouds.provider(account.provider)
+    spaces = await account_rows.live_spaces_of_account(unit.session, account.id)
+    return grant, [s.id for s in spaces if descriptor.grant_key_of(public_config(s)) == key]
 
 
-def account_project(secrets: SecretBox, account: CloudAccount) -> dict[str, Any]:
-    """The non-secret scope of an account that a space's config must agree with."""
-    credentials = secrets.open(account.credentials_ciphertext)
-    return {
-        "projectId": credentials.get("projectId"),
-        "subscriptionId": credentials.get("subscriptionId"),
-    }
+@dataclass(frozen=True)
+class Discovered:
+    """A cluster the cloud reports, with what this org has made of it."""
+
+    cluster: CloudCluster
+    access_granted: bool
+    space: Space | None
+
+
+@dataclass(frozen=True)
+class DiscoveryScope:
+    """What discovery needs from the database, read before the cloud is asked."""
+
+    target: clouds.CloudTarget
+    grant_keys: frozenset[str]
+    spaces_by_key: dict[str, Space]
+
+
+async def discovery_scope(
+    unit: Unit, secrets: SecretBox, account: CloudAccount, region: str | None
+) -> DiscoveryScope:
+    descriptor = clouds.provider(account.provider)
+    if region is not None and not descriptor.region_pattern.fullmatch(region):
+        raise ApiError("BAD_USER_INPUT", f"region must be {descriptor.region_example}")
+    grants = await account_rows.grants_of_accounts(unit.session, [account.id])
+    spaces = await account_rows.live_spaces_of_account(unit.session, account.id)
+    return DiscoveryScope(
+        target=clouds.CloudTarget(account.provider, secrets.open(account.credentials_ciphertext)),
+        grant_keys=frozenset(grant.cluster_key for grant in grants),
+        spaces_by_key={descriptor.grant_key_of(public_config(space)): space for space in spaces},
+    )
+
+
+async def discover(scope: DiscoveryScope, region: str | None) -> list[Discovered]:
+    """Live discovery: a PROVIDER_ERROR (ApiError) when the cloud cannot be asked."""
+    descriptor = clouds.provider(scope.target.provider)
+    try:
+        found = await adapter_for(scope.target.provider).clusters(scope.target.credentials, region)
+    except ProviderError as failed:
+        raise ApiError("PROVIDER_ERROR", failed.reason) from failed
+    listed = []
+    for cluster in found:
+        key = descriptor.grant_key(cluster.region, cluster.name, cluster.resource_group)
+        listed.append(Discovered(cluster, key in scope.grant_keys, scope.spaces_by_key.get(key)))
+    return listed

@@ -9,6 +9,8 @@ SPACEDOCK_KUBECONFIG_TTL_S, and the vCluster's CA; never the certificate.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -18,6 +20,24 @@ from db.tables import CloudSpace
 from providers import host as host_api
 from providers.credentials import ClusterCredentials
 from providers.errors import PermanentError, TemporaryError
+from providers.kube import DEFAULT_TIMEOUT_S
+
+
+def connect(
+    services: Services,
+    credentials: ClusterCredentials,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    on_call: Callable[[], None] | None = None,
+) -> AbstractAsyncContextManager[host_api.Kube]:
+    """Calls on a host or a vCluster, within the deny list and the answer-size bound."""
+    return host_api.connect(
+        credentials,
+        deny=services.deny_networks,
+        timeout_s=timeout_s,
+        max_body_bytes=services.cluster_max_body_bytes,
+        on_call=on_call,
+    )
 
 
 def target_of(row: CloudSpace) -> vc.Target:
@@ -83,7 +103,7 @@ async def tenant_kubeconfig(
     """A fresh kubeconfig of the tenant account; ProviderError when a cluster cannot give it."""
     target = target_of(row)
     ttl = services.cloudspaces.kubeconfig_ttl_s
-    async with host_api.connect(host, deny=services.deny_networks) as kube:
+    async with connect(services, host) as kube:
         reach = await admin_reach(services, kube, target)
     path = (
         host_api.path_of("v1", "ServiceAccount", vc.TENANT_ACCOUNT_NAMESPACE, vc.TENANT_ACCOUNT)
@@ -94,7 +114,7 @@ async def tenant_kubeconfig(
         "kind": "TokenRequest",
         "spec": {"expirationSeconds": ttl},
     }
-    async with host_api.connect(reach.credentials, deny=services.deny_networks) as vcluster:
+    async with connect(services, reach.credentials) as vcluster:
         granted = await vcluster.create(path, request)
     status = granted.get("status") or {}
     token = status.get("token")

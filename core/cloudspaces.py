@@ -10,16 +10,16 @@ sums read again. Refusals give the numbers and never another org's names.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from core.cloudspace_access import MintedKubeconfig, tenant_kubeconfig
+from core.cloudspace_access import MintedKubeconfig, connect, tenant_kubeconfig
 from core.clusters import credentials_for
 from core.errors import ApiError, Problems, UserErrors
 from core.events import CLOUDSPACE_PHASE
 from core.ids import new_id
+from core.live_calls import LiveCallBudget
 from core.names import dns_label_problem
 from core.rbac import Viewer
 from core.services import Services, Unit
@@ -28,7 +28,6 @@ from db import cloudspaces as cloudspace_rows
 from db import owned
 from db.tables import CloudSpace, CloudSpaceEvent, Org, Space
 from providers import host as host_api
-from providers.credentials import ClusterCredentials
 from providers.errors import ProviderError
 
 # The reconciler's steps in order, with the phase each belongs to.
@@ -115,15 +114,10 @@ def _check_quota(problems: Problems, cpu: float, memory_mib: int) -> None:
 # -- host capacity ----------------------------------------------------------
 
 
-async def host_credentials(services: Services, host: Space) -> ClusterCredentials:
-    """The host's minted credential (outside any transaction: a mint may be a round trip)."""
-    return await credentials_for(services, host)
-
-
 async def capacity_of(services: Services, host: Space) -> Capacity:
     """The host's allocatable, asked live; ProviderError when it cannot be asked."""
-    credentials = await host_credentials(services, host)
-    async with host_api.connect(credentials, deny=services.deny_networks) as kube:
+    credentials = await credentials_for(services, host)
+    async with connect(services, credentials) as kube:
         nodes = await kube.items("/api/v1/nodes")
     cpu = memory = 0.0
     for allocatable in host_api.node_allocatable(nodes):
@@ -377,24 +371,22 @@ async def delete(unit: Unit, viewer: Viewer, cloud_space_id: str, confirm_name: 
     return row
 
 
-def usage_of(row: CloudSpace) -> Mapping[str, float] | None:
-    if row.usage_cpu is None or row.usage_memory_mib is None:
-        return None
-    return {"cpu": row.usage_cpu, "memory_mib": row.usage_memory_mib}
-
-
 async def kubeconfig(
-    services: Services, viewer: Viewer, row: CloudSpace
+    services: Services, viewer: Viewer, row: CloudSpace, budget: LiveCallBudget
 ) -> MintedKubeconfig | None:
     """A tenant kubeconfig of the CloudSpace's vCluster; needs cloudspace:kubeconfig
     (ApiError FORBIDDEN)."""
     viewer.require_to_read("cloudspace:kubeconfig")
-    return await mint_kubeconfig(services, row)
+    return await mint_kubeconfig(services, row, budget)
 
 
-async def mint_kubeconfig(services: Services, row: CloudSpace) -> MintedKubeconfig | None:
-    """A fresh tenant kubeconfig; None while the vCluster is not up. A cluster that cannot
-    give one is an ApiError PROVIDER_ERROR."""
+async def mint_kubeconfig(
+    services: Services, row: CloudSpace, budget: LiveCallBudget
+) -> MintedKubeconfig | None:
+    """A fresh tenant kubeconfig; None while the vCluster is not up. Its cluster calls
+    count as one live call of the operation (`core.live_calls`), so one query cannot mint
+    for hundreds of CloudSpaces. A cluster that cannot give one, or a spent budget, is an
+    ApiError PROVIDER_ERROR."""
     if not vcluster_up(row):
         return None
     async with services.read() as session:
@@ -402,7 +394,8 @@ async def mint_kubeconfig(services: Services, row: CloudSpace) -> MintedKubeconf
     if host is None:
         return None
     try:
-        credentials = await host_credentials(services, host)
-        return await tenant_kubeconfig(services, credentials, row)
+        async with budget.call():
+            credentials = await credentials_for(services, host)
+            return await tenant_kubeconfig(services, credentials, row)
     except ProviderError as failed:
         raise ApiError("PROVIDER_ERROR", failed.reason) from failed

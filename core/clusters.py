@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from core import accounts
+from core import clouds
 from core.services import Services
 from core.spaces import public_config
 from db import cloud_accounts as account_rows
 from db import owned
 from db.tables import CloudAccount, Space
 from providers.credentials import ClusterCredentials, ClusterTarget
-from providers.errors import PermanentError
+from providers.errors import AccessRevoked
 
 ACCESS_REVOKED = "cluster access revoked"
 
@@ -38,13 +38,12 @@ async def _mint_target(services: Services, space: Space) -> Callable[[], Cluster
     the mint target (decrypting secrets) only when the cache has to mint."""
     config = public_config(space)
     account: CloudAccount | None = None
-    if space.provider != "GENERIC":
+    provider = clouds.provider(space.provider)
+    if provider.cloud:
         if space.cloud_account_id is None:
             services.credentials.forget(space.id)
-            raise PermanentError(f"{ACCESS_REVOKED}: the cloud account was deleted")
-        key = accounts.cluster_key(
-            space.provider, config.get("region"), config["clusterName"], config.get("resourceGroup")
-        )
+            raise AccessRevoked(f"{ACCESS_REVOKED}: the cloud account was deleted")
+        key = provider.grant_key_of(config)
         async with services.read() as session:
             granted = await account_rows.grant(session, space.cloud_account_id, key)
             if granted is not None:
@@ -53,7 +52,7 @@ async def _mint_target(services: Services, space: Space) -> Callable[[], Cluster
                 )
         if granted is None:
             services.credentials.forget(space.id)
-            raise PermanentError(f"{ACCESS_REVOKED}: grantClusterAccess to restore it")
+            raise AccessRevoked(f"{ACCESS_REVOKED}: grantClusterAccess to restore it")
 
     def target() -> ClusterTarget:
         return ClusterTarget(

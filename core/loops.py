@@ -22,22 +22,44 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, ClassVar
 
 from sqlalchemy.exc import StatementError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from core.metrics import MetricKind, Sample
+from core.services import Services, utcnow
 
 log = logging.getLogger("spacedock.loops")
 
 FIRST_BACKOFF_S = 0.5
 MAX_BACKOFF_S = 30.0
 STOP_GRACE_S = 5.0
+# The shortest nap before looking for due work again: a due time just past is not a spin.
+MIN_NAP_S = 0.01
 
 
 def backoff_s(failures_in_a_row: int) -> float:
     """How long a step waits after its n-th failure in a row: 0.5 s, doubling, at most 30 s."""
     return float(min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2 ** max(0, failures_in_a_row - 1)))
+
+
+async def seconds_until_due(
+    services: Services,
+    earliest_due: Callable[[AsyncSession], Awaitable[datetime | None]],
+    *,
+    longest_s: float,
+    when_none_s: float,
+) -> float:
+    """How long a loop naps before it looks for due work again: until the earliest due
+    time `earliest_due` reads, at least MIN_NAP_S and at most `longest_s` (work may come
+    due sooner than any row says); `when_none_s` when there is no row at all."""
+    async with services.read() as session:
+        earliest = await earliest_due(session)
+    if earliest is None:
+        return when_none_s
+    return min(max((earliest - utcnow()).total_seconds(), MIN_NAP_S), longest_s)
 
 
 def describe(error: BaseException) -> str:

@@ -23,7 +23,7 @@ from core.statuses import SpaceStatus
 from db import owned
 from db.tables import Space
 from providers import kube
-from providers.errors import PermanentError, ProviderError
+from providers.errors import AccessRevoked, PermanentError, ProviderError
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGER = "spacedock"
@@ -73,6 +73,8 @@ async def list_namespaces(
                 max_body_bytes=services.cluster_max_body_bytes,
             )
             budget.take_items(len(found), "namespaces")
+    except AccessRevoked as revoked:
+        raise ApiError("PRECONDITION_FAILED", revoked.reason) from revoked
     except ProviderError as failed:
         raise ApiError("PROVIDER_ERROR", failed.reason) from failed
     except TimeoutError:
@@ -142,6 +144,10 @@ async def create_on_cluster(
             f"a namespace named {target.name!r} already exists on the cluster",
             "CONFLICT",
         ) from exists
+    except AccessRevoked as revoked:
+        raise UserErrors.one(
+            ["input", "spaceId"], revoked.reason, "PRECONDITION_FAILED"
+        ) from revoked
     except ProviderError as failed:
         raise UserErrors.one(None, failed.reason, "PROVIDER_ERROR") from failed
     return _ours(created, target.space)

@@ -28,7 +28,7 @@ from typing import ClassVar
 from core.clusters import credentials_for
 from core.events import SPACE_PROBED
 from core.health import probe_state
-from core.loops import Loop, LoopStats, describe, metric
+from core.loops import Loop, LoopStats, describe, metric, seconds_until_due
 from core.reasons import StatusReasonCode, failure_code
 from core.services import Services, utcnow
 from core.spaces import record_transition
@@ -44,7 +44,6 @@ log = logging.getLogger("spacedock.probes")
 # Claim when at least this share of the slots is free, so claims come in batches.
 CLAIM_BATCH_SHARE = 4
 MAX_WRITE_BATCH = 1000
-MIN_NAP_S = 0.01
 # Spaces registered elsewhere (another replica, `spacedock space import-kubeconfig`) cannot
 # wake this loop; it looks for due spaces at least this often, so their first probe still
 # comes within seconds.
@@ -168,13 +167,11 @@ class ProbeLoop:
         for space in spaces:
             self.loop.spawn(space.id, self._probe(space))
         if len(spaces) < free:
-            await self.loop.nap(await self._until_next_due(), self.services.probe_wanted)
-
-    async def _until_next_due(self) -> float:
-        async with self.services.read() as session:
-            earliest = await probe_rows.earliest_due(session)
-        wait = LOOK_FOR_DUE_S if earliest is None else (earliest - utcnow()).total_seconds()
-        return min(max(wait, MIN_NAP_S), self.settings.interval_s, LOOK_FOR_DUE_S)
+            longest_s = min(self.settings.interval_s, LOOK_FOR_DUE_S)
+            due_in = await seconds_until_due(
+                self.services, probe_rows.earliest_due, longest_s=longest_s, when_none_s=longest_s
+            )
+            await self.loop.nap(due_in, self.services.probe_wanted)
 
     async def _probe(self, space: Space) -> None:
         """One probe; an error of our own (not the cluster's) gives no result, and the

@@ -32,14 +32,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, ClassVar
 
-from sqlmodel import col
-
 from core import cloudspaces as rules
 from core import vclusters as vc
-from core.cloudspace_access import address, admin_reach, target_of
+from core.cloudspace_access import AdminReach, address, admin_reach, connect, target_of
+from core.clusters import credentials_for
 from core.errors import Problems
-from core.loops import Loop, LoopStats, describe, metric
-from core.services import Services, Unit, utcnow
+from core.loops import Loop, LoopStats, describe, metric, seconds_until_due
+from core.services import Services, Unit
 from db import claims
 from db import cloudspaces as cloudspace_rows
 from db.tables import CloudSpace, Space
@@ -58,14 +57,6 @@ MAX_RETRY_S = 300.0
 # while there is no CloudSpace at all.
 LOOK_FOR_DUE_S = 2.0
 LOOK_WHEN_NONE_S = 10.0
-
-QUEUE = claims.WorkQueue(
-    model=CloudSpace,
-    id=col(CloudSpace.id),
-    due=col(CloudSpace.next_attempt_at),
-    claimed_by=col(CloudSpace.claimed_by),
-    lease_until=col(CloudSpace.lease_until),
-)
 
 
 @dataclass
@@ -124,6 +115,9 @@ class Reconciler:
         self.loop = Loop("reconcile", self.stats, concurrency)
         # The Flux manifests, read once per process (a release URL's content is fixed).
         self._flux_objects: list[dict[str, Any]] | None = None
+        # Each vCluster's address and admin access, read from the host once per run of
+        # steps (never stored): a later run reads them again, rotated certificates too.
+        self._reach: dict[str, AdminReach] = {}
 
     @property
     def poll_s(self) -> float:
@@ -164,7 +158,7 @@ class Reconciler:
         async with self.services.unit() as unit:
             rows = await claims.claim_due(
                 unit.session,
-                QUEUE,
+                cloudspace_rows.RECONCILE_QUEUE,
                 now=unit.now,
                 due_again=unit.now + LEASE,
                 limit=free,
@@ -174,14 +168,13 @@ class Reconciler:
         for row in rows:
             self.loop.spawn(row.id, self._work(row))
         if len(rows) < free:
-            await self.loop.nap(await self._until_next_due(), self.services.reconcile_wanted)
-
-    async def _until_next_due(self) -> float:
-        async with self.services.read() as session:
-            earliest = await cloudspace_rows.earliest_due(session)
-        if earliest is None:  # no CloudSpace at all: a quiet database, looked at rarely
-            return LOOK_WHEN_NONE_S
-        return min(max((earliest - utcnow()).total_seconds(), 0.01), LOOK_FOR_DUE_S)
+            due_in = await seconds_until_due(
+                self.services,
+                cloudspace_rows.earliest_due,
+                longest_s=LOOK_FOR_DUE_S,
+                when_none_s=LOOK_WHEN_NONE_S,  # no CloudSpace at all: looked at rarely
+            )
+            await self.loop.nap(due_in, self.services.reconcile_wanted)
 
     # -- one CloudSpace -----------------------------------------------------------
     async def _work(self, row: CloudSpace | None) -> None:
@@ -189,19 +182,24 @@ class Reconciler:
         failure, READY's refresh, the end of deletion, or a lost lease. The host space is
         read once for the whole run (it cannot be deregistered while it hosts this)."""
         host: Space | None = None
-        while row is not None and not self.loop.stopped:
-            if host is None:
-                async with self.services.read() as session:
-                    host = await cloudspace_rows.host_space(session, row.host_space_id)
-            step = row.step
-            outcome = await self._run(row, host)
-            row = await self._persist(row.id, step, outcome)
+        cloud_space_id = None if row is None else row.id
+        try:
+            while row is not None and not self.loop.stopped:
+                if host is None:
+                    async with self.services.read() as session:
+                        host = await cloudspace_rows.host_space(session, row.host_space_id)
+                step = row.step
+                outcome = await self._run(row, host)
+                row = await self._persist(row.id, step, outcome)
+        finally:
+            if cloud_space_id is not None:
+                self._reach.pop(cloud_space_id, None)
 
     async def _run(self, row: CloudSpace, host: Space | None) -> Outcome:
         try:
             if host is None:
                 return Failed("the host space no longer exists")
-            credentials = await rules.host_credentials(self.services, host)
+            credentials = await credentials_for(self.services, host)
             return await STEPS[row.step](self, row, credentials)
         except ProviderError as failed:
             return Failed(failed.reason)
@@ -288,11 +286,8 @@ class Reconciler:
     def _connect(
         self, credentials: ClusterCredentials
     ) -> AbstractAsyncContextManager[host_api.Kube]:
-        return host_api.connect(
-            credentials,
-            deny=self.services.deny_networks,
-            timeout_s=STEP_TIMEOUT_S,
-            on_call=self._count_call,
+        return connect(
+            self.services, credentials, timeout_s=STEP_TIMEOUT_S, on_call=self._count_call
         )
 
     def _count_call(self) -> None:
@@ -366,6 +361,7 @@ class Reconciler:
         target = target_of(row)
         async with self._connect(host) as kube:
             reach = await admin_reach(self.services, kube, target)
+            self._reach[row.id] = reach
             await kube.apply(vc.system_namespace())
             await kube.apply(vc.kubeconfig_copy(target, reach.access, reach.address))
         return Done()
@@ -376,8 +372,11 @@ class Reconciler:
         host: ClusterCredentials,
         work: Callable[[host_api.Kube], Awaitable[Outcome]],
     ) -> Outcome:
-        async with self._connect(host) as kube:
-            reach = await admin_reach(self.services, kube, target_of(row))
+        reach = self._reach.get(row.id)
+        if reach is None:
+            async with self._connect(host) as kube:
+                reach = await admin_reach(self.services, kube, target_of(row))
+            self._reach[row.id] = reach
         async with self._connect(reach.credentials) as vcluster:
             return await work(vcluster)
 
@@ -434,7 +433,7 @@ class Reconciler:
         target = target_of(row)
         async with self._connect(host) as kube:
             await self._apply_all(kube, vc.host_namespace_objects(self.settings, target))
-            reach = await admin_reach(self.services, kube, target)
+            reach = self._reach.get(row.id) or await admin_reach(self.services, kube, target)
         async with self._connect(reach.credentials) as vcluster:
             return Done(await self._headroom_in(vcluster, row))
 

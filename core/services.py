@@ -55,6 +55,8 @@ class Services:
     # Caps on live cluster calls per operation and per process (core.live_calls).
     live_calls: LiveCalls = field(default_factory=LiveCalls)
     credentials: CredentialCache = field(default_factory=CredentialCache)
+    # Orgs (by name) whose cloud accounts may use the server's own cloud identity.
+    ambient_credential_orgs: frozenset[str] = frozenset()
     # Set when a space needs probing now (registration, a lifted hold).
     probe_wanted: asyncio.Event = field(default_factory=asyncio.Event)
     cloudspaces: CloudSpaceSettings = field(default_factory=CloudSpaceSettings)

@@ -10,7 +10,8 @@ from typing import Any
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from core import accounts, cluster_endpoints
+from core import clouds, cluster_endpoints
+from core.clouds import GENERIC_SECRETS
 from core.errors import Problems, UserErrors
 from core.events import SPACE_STATUS
 from core.health import stored_status
@@ -27,22 +28,9 @@ from db import cloudspaces as cloudspace_rows
 from db import owned
 from db import spaces as space_rows
 from db.tables import CloudAccount, Space, SpaceStatusEvent
+from providers.clouds import ClusterLocation
 
 PUBLIC_CONFIG = ("clusterName", "region", "projectId", "resourceGroup", "subscriptionId", "server")
-GENERIC_SECRETS = ("caCert", "serviceAccountToken", "clientCertificate", "clientKey")
-# What each provider's config needs beyond clusterName, and what it may carry.
-REQUIRED = {
-    "AWS": ("region",),
-    "GCP": ("region", "projectId"),
-    "AZURE": ("resourceGroup", "subscriptionId"),
-    "GENERIC": ("server", "caCert"),
-}
-ALLOWED = {
-    "AWS": {"clusterName", "region"},
-    "GCP": {"clusterName", "region", "projectId"},
-    "AZURE": {"clusterName", "region", "resourceGroup", "subscriptionId"},
-    "GENERIC": {"clusterName", "region", *("server", *GENERIC_SECRETS)},
-}
 
 
 @dataclass(frozen=True)
@@ -105,53 +93,36 @@ def _check_generic_secrets(problems: Problems, config: dict[str, str]) -> None:
 
 
 def _check_config(
-    problems: Problems, provider: str, config: dict[str, str], deny: tuple[Any, ...]
+    problems: Problems, provider: clouds.Provider, config: dict[str, str], deny: tuple[Any, ...]
 ) -> None:
-    for field in sorted(set(config) - ALLOWED[provider]):
+    for field in sorted(set(config) - provider.config_allowed):
         owner = "GENERIC spaces" if field in ("server", *GENERIC_SECRETS) else "other providers"
-        problems.add(["config", field], f"{field} does not apply to {provider}; it is for {owner}")
-    for field in ("clusterName", *REQUIRED[provider]):
+        problems.add(
+            ["config", field], f"{field} does not apply to {provider.name}; it is for {owner}"
+        )
+    for field in ("clusterName", *provider.config_required):
         if not config.get(field, "").strip():
-            problems.add(["config", field], f"{field} is required for {provider}")
+            problems.add(["config", field], f"{field} is required for {provider.name}")
     for field in ("clusterName", "resourceGroup"):
         if config.get(field) and (why := cloud_name_problem(config[field])) is not None:
             problems.add(["config", field], f"{field} {why}")
     region = config.get("region")
-    if region and provider == "AWS" and not accounts.AWS_REGION.fullmatch(region):
-        problems.add(["config", "region"], "region must be an AWS region such as us-east-1")
-    elif region and not accounts.REGION.fullmatch(region):
-        problems.add(
-            ["config", "region"], "region must be a cloud region or location such as us-east-1"
-        )
-    if (
-        provider == "GCP"
-        and config.get("projectId")
-        and not accounts.GCP_PROJECT.fullmatch(config["projectId"])
-    ):
-        problems.add(["config", "projectId"], "projectId must be a GCP project id")
-    if (
-        provider == "AZURE"
-        and config.get("subscriptionId")
-        and not accounts.UUID.fullmatch(config["subscriptionId"])
-    ):
-        problems.add(["config", "subscriptionId"], "subscriptionId must be a UUID")
-    if provider == "GENERIC" and config.get("server"):
+    if region and not provider.region_pattern.fullmatch(region):
+        problems.add(["config", "region"], f"region must be {provider.region_example}")
+    formats = {
+        "projectId": (clouds.GCP_PROJECT, "a GCP project id"),
+        "subscriptionId": (clouds.UUID, "a UUID"),
+    }
+    for field, (pattern, what) in formats.items():
+        given = config.get(field)
+        if field in provider.config_allowed and given and not pattern.fullmatch(given):
+            problems.add(["config", field], f"{field} must be {what}")
+    if not provider.cloud and config.get("server"):
         normalized = _check_server(problems, config["server"], deny)
         if normalized:
             config["server"] = normalized
-    if provider == "GENERIC":
+    if not provider.cloud:
         _check_generic_secrets(problems, config)
-
-
-def identity_key(provider: str, cloud_account_id: str | None, config: dict[str, str]) -> str:
-    """Who the cluster is, per provider: a cluster is registered at most once per org."""
-    if provider == "AWS":
-        return f"AWS/{cloud_account_id}/{config['region']}/{config['clusterName']}"
-    if provider == "GCP":
-        return f"GCP/{config['projectId']}/{config['region']}/{config['clusterName']}"
-    if provider == "AZURE":
-        return f"AZURE/{config['subscriptionId'].lower()}/{config['resourceGroup'].lower()}/{config['clusterName']}"
-    return f"GENERIC/{config['server'].lower()}"
 
 
 def public_config(space: Space) -> dict[str, str]:
@@ -159,15 +130,25 @@ def public_config(space: Space) -> dict[str, str]:
     return config
 
 
-async def register(
+@dataclass(frozen=True)
+class Registration:
+    """A registration that passed every check the database can answer."""
+
+    config: dict[str, str]
+    identity: str
+    account: CloudAccount | None
+
+
+async def _checked_registration(
     unit: Unit,
     viewer: Viewer,
     secrets: SecretBox,
     request: RegisterSpaceRequest,
     deny: tuple[Any, ...],
-) -> Space:
+) -> Registration:
     viewer.require("space:create")
     problems = Problems("input")
+    provider = clouds.provider(request.provider)
     config = {k: v for k, v in request.config.items() if v is not None}
     await check_new_name(
         problems,
@@ -178,22 +159,22 @@ async def register(
     # The checks below need a well-formed config and account; faults of the name alone
     # must not hide theirs, since every fault of one call is reported together.
     name_faults = len(problems.errors)
-    _check_config(problems, request.provider, config, deny)
+    _check_config(problems, provider, config, deny)
     account = None
-    if request.provider == "GENERIC":
+    if not provider.cloud:
         if request.cloud_account_id is not None:
-            problems.add(["cloudAccountId"], "GENERIC spaces have no cloud account")
+            problems.add(["cloudAccountId"], f"{provider.name} spaces have no cloud account")
     elif request.cloud_account_id is None:
-        problems.add(["cloudAccountId"], f"cloudAccountId is required for {request.provider}")
+        problems.add(["cloudAccountId"], f"cloudAccountId is required for {provider.name}")
     else:
         found = await owned.by_id(
             unit.session, CloudAccount, viewer.org_id, request.cloud_account_id
         )
         if found is None:
             problems.add(["cloudAccountId"], "no such cloud account", "NOT_FOUND")
-        elif found.provider != request.provider:
+        elif found.provider != provider.name:
             problems.add(
-                ["cloudAccountId"], f"this is a {found.provider} account, not {request.provider}"
+                ["cloudAccountId"], f"this is a {found.provider} account, not {provider.name}"
             )
         else:
             account = found
@@ -201,30 +182,59 @@ async def register(
         problems.raise_if_any()
 
     if account is not None:
-        scope = accounts.account_project(secrets, account)
-        for field in ("projectId", "subscriptionId"):
-            if field in config and scope[field] and config[field].lower() != scope[field].lower():
-                problems.add(
-                    ["config", field], f"{field} must be the account's own ({scope[field]})"
-                )
-        key = accounts.cluster_key(
-            request.provider,
-            config.get("region"),
-            config["clusterName"],
-            config.get("resourceGroup"),
-        )
-        if await account_rows.grant(unit.session, account.id, key) is None:
+        scope = clouds.account_scope(provider.name, secrets.open(account.credentials_ciphertext))
+        for field, own in scope.items():
+            if config[field].lower() != own.lower():
+                problems.add(["config", field], f"{field} must be the account's own ({own})")
+        if (
+            await account_rows.grant(unit.session, account.id, provider.grant_key_of(config))
+            is None
+        ):
             problems.add(
                 ["config", "clusterName"],
                 "the cloud account has no access to this cluster; grantClusterAccess first",
                 "PRECONDITION_FAILED",
             )
-    identity = identity_key(request.provider, request.cloud_account_id, config)
+    identity = provider.identity_key(request.cloud_account_id, config)
     if await space_rows.live_space_where(unit.session, viewer.org_id, identity_key=identity):
-        at = ["config", "server"] if request.provider == "GENERIC" else ["config", "clusterName"]
+        at = ["config", "clusterName"] if provider.cloud else ["config", "server"]
         problems.add(at, "this cluster is already registered as a space", "CONFLICT")
     problems.raise_if_any()
+    return Registration(config, identity, account)
 
+
+async def registration_check(
+    unit: Unit,
+    viewer: Viewer,
+    secrets: SecretBox,
+    request: RegisterSpaceRequest,
+    deny: tuple[Any, ...],
+) -> clouds.CloudTarget | None:
+    """Every check registerSpace makes before it asks the cloud whether the cluster exists;
+    what to ask it (None: GENERIC, nothing to ask)."""
+    checked = await _checked_registration(unit, viewer, secrets, request, deny)
+    if checked.account is None:
+        return None
+    return clouds.CloudTarget(
+        provider=checked.account.provider,
+        credentials=secrets.open(checked.account.credentials_ciphertext),
+        location=ClusterLocation(
+            checked.config.get("region"),
+            checked.config["clusterName"],
+            checked.config.get("resourceGroup"),
+        ),
+    )
+
+
+async def register(
+    unit: Unit,
+    viewer: Viewer,
+    secrets: SecretBox,
+    request: RegisterSpaceRequest,
+    deny: tuple[Any, ...],
+) -> Space:
+    checked = await _checked_registration(unit, viewer, secrets, request, deny)
+    config, identity = dict(checked.config), checked.identity
     secret = {k: config.pop(k) for k in GENERIC_SECRETS if k in config}
     space = Space(
         id=new_id("spc"),
@@ -331,9 +341,7 @@ async def deregister(unit: Unit, viewer: Viewer, space_id: str) -> Space:
     )
     if space.cloud_account_id is not None:
         config = public_config(space)
-        key = accounts.cluster_key(
-            space.provider, config.get("region"), config["clusterName"], config.get("resourceGroup")
-        )
+        key = clouds.provider(space.provider).grant_key_of(config)
         grant = await account_rows.grant(unit.session, space.cloud_account_id, key)
         if grant is not None:
             await owned.remove(unit.session, grant)

@@ -1,7 +1,8 @@
 """The states things in spacedock can be in, as enums shared by core, db and the GraphQL
 schema (which maps its enums to these), instead of string literals spread over layers.
 
-Spaces have a status; CloudSpaces (issue 9) will have a phase beside it.
+Spaces have a status; the phase of a CloudSpace follows its reconciler step
+(`core.cloudspaces.PHASE_OF`).
 """
 
 from __future__ import annotations

@@ -35,3 +35,11 @@ async def grants_of_accounts(
         .order_by(ClusterGrant.id)
     )
     return (await session.scalars(query)).all()
+
+
+async def live_spaces_of_account(session: AsyncSession, account_id: str) -> Sequence[Space]:
+    """The registered (not deregistered) spaces that use the account."""
+    query = sa.select(Space).where(
+        col(Space.cloud_account_id) == account_id, col(Space.deregistered_at).is_(None)
+    )
+    return (await session.scalars(query)).all()

@@ -1,11 +1,11 @@
 """CloudSpaces' SQL: lookups, what a host has promised, the reconciler's leases and the
 phase history.
 
-A claim takes due rows whose lease is free or lapsed and writes the claimer's
-name and lease in the same statement (`FOR UPDATE SKIP LOCKED` on Postgres; on
-SQLite the UPDATE takes the database write lock), so two reconcilers never work
-on one CloudSpace at once. Every later write of the claimer is fenced on
-`claimed_by`: a reconciler whose lease lapsed and was taken over writes nothing.
+The reconciler claims through `db.claims` on RECONCILE_QUEUE: due rows whose lease
+is free or lapsed, with the claimer's name and lease written in the same statement,
+so two reconcilers never work on one CloudSpace at once. Every later write of the
+claimer is fenced on `claimed_by`: a reconciler whose lease lapsed and was taken
+over writes nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +18,17 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
+from db.claims import WorkQueue
 from db.tables import CloudSpace, CloudSpaceEvent, Space
+
+# The reconciler's work: CloudSpaces whose next attempt is due, leased while a worker runs.
+RECONCILE_QUEUE = WorkQueue(
+    model=CloudSpace,
+    id=col(CloudSpace.id),
+    due=col(CloudSpace.next_attempt_at),
+    claimed_by=col(CloudSpace.claimed_by),
+    lease_until=col(CloudSpace.lease_until),
+)
 
 
 def _is_sqlite(session: AsyncSession) -> bool:
@@ -62,29 +72,6 @@ async def promised_on_host(
 async def host_space(session: AsyncSession, space_id: str) -> Space | None:
     """The host space of a CloudSpace, whatever org owns it (the reconciler's view)."""
     return await session.get(Space, space_id)
-
-
-async def claim_due(
-    session: AsyncSession, owner: str, now: datetime, lease_until: datetime, limit: int
-) -> Sequence[CloudSpace]:
-    """Up to `limit` CloudSpaces due by `now` whose lease is free or lapsed, leased to `owner`."""
-    free = sa.or_(col(CloudSpace.lease_until).is_(None), col(CloudSpace.lease_until) < now)
-    due = (
-        sa.select(col(CloudSpace.id))
-        .where(col(CloudSpace.next_attempt_at) <= now, free)
-        .order_by(col(CloudSpace.next_attempt_at))
-        .limit(limit)
-    )
-    if not _is_sqlite(session):
-        due = due.with_for_update(skip_locked=True)
-    claim = (
-        sa.update(CloudSpace)
-        .where(col(CloudSpace.id).in_(due.scalar_subquery()))
-        .values(claimed_by=owner, lease_until=lease_until)
-        .returning(CloudSpace)
-        .execution_options(synchronize_session=False)
-    )
-    return (await session.scalars(claim)).all()
 
 
 async def earliest_due(session: AsyncSession) -> datetime | None:

@@ -49,6 +49,7 @@ class ClusterTarget:
 
 
 async def mint(target: ClusterTarget) -> ClusterCredentials:
+    """GENERIC: the stored credential as it is; a cloud: a fresh token from its adapter."""
     if target.provider == "GENERIC":
         return ClusterCredentials(
             server=target.config["server"],
@@ -57,10 +58,16 @@ async def mint(target: ClusterTarget) -> ClusterCredentials:
             client_certificate_pem=target.secret.get("clientCertificate"),
             client_key_pem=target.secret.get("clientKey"),
         )
-    raise PermanentError(
-        f"minting {target.provider} cluster credentials is not available in this version; "
-        "register the cluster as GENERIC with a server URL, CA and token meanwhile"
+    if target.account_credentials is None:
+        raise PermanentError("cluster access revoked: the cloud account was deleted")
+    from providers.clouds import ClusterLocation, adapter_for  # the adapters import this module
+
+    location = ClusterLocation(
+        region=target.config.get("region"),
+        name=target.config["clusterName"],
+        resource_group=target.config.get("resourceGroup"),
     )
+    return await adapter_for(target.provider).mint(target.account_credentials, location)
 
 
 Mint = Callable[[ClusterTarget], Awaitable[ClusterCredentials]]

@@ -32,6 +32,10 @@ class PermanentError(ProviderError):
     pass
 
 
+class AccessRevoked(PermanentError):
+    """The space's cloud account may no longer mint credentials for its cluster."""
+
+
 UNEXPECTED_ANSWER = "unexpected answer from the API server"
 
 

@@ -5,13 +5,14 @@ step that runs again changes nothing that is already right and never creates
 an object twice. A `Kube` lives for one call scope on one `ApiClient` built by
 `providers.kube` (deny-list resolver, private CA files, no proxy lookups);
 every failure leaves as a `ProviderError` with the reason words of
-`providers.errors`. Bodies are parsed here and never quoted in reasons.
+`providers.errors`. Answers are read bounded and decoded (off the event loop when
+large) by `providers.kube.json_answer`, like every cluster answer, and never
+quoted in reasons.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,14 +25,18 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from yarl import URL
 
 from providers.credentials import ClusterCredentials
-from providers.errors import PermanentError, ProviderError, TemporaryError, for_exception
-from providers.kube import DEFAULT_TIMEOUT_S, build_client, translate
-from providers.network import IPNetwork, denied_address
+from providers.errors import (
+    PermanentError,
+    ProviderError,
+    TemporaryError,
+    UnexpectedAnswer,
+    for_exception,
+)
+from providers.kube import DEFAULT_TIMEOUT_S, build_client, json_answer, translate
+from providers.network import DEFAULT_MAX_BODY_BYTES, IPNetwork, denied_address
 
 FIELD_MANAGER = "spacedock"
 APPLY = "application/apply-patch+yaml"
-# An answer bigger than this is not a Kubernetes object we asked for.
-MAX_BODY_BYTES = 8 * 2**20
 MAX_MANIFEST_BYTES = 16 * 2**20
 CLUSTER_SCOPED = {
     "Namespace",
@@ -94,7 +99,10 @@ class Kube:
         body: Any = None,
         query: list[tuple[str, str]] | None = None,
         content_type: str = "application/json",
-    ) -> dict[str, Any]:
+        absent: frozenset[int] = frozenset(),
+    ) -> dict[str, Any] | None:
+        """The answer's object, read and decoded the way every cluster answer is
+        (`providers.kube.json_answer`); None when the status is one of `absent`."""
         if self.on_call is not None:
             self.on_call()
         response = await self.client.call_api(
@@ -106,28 +114,25 @@ class Kube:
             auth_settings=["BearerToken"],
             _preload_content=False,
         )
-        # Unloaded, so the body is read bounded and the status checked here.
         try:
-            data = await response.content.read(MAX_BODY_BYTES + 1)
+            if response.status in absent:
+                return None
+            parsed = await json_answer(response)
         finally:
             response.release()
-        if not 200 <= response.status <= 299:
-            failed = ApiException(status=response.status, reason=response.reason)
-            failed.body = data[:MAX_BODY_BYTES].decode("utf-8", errors="replace")
-            raise failed
-        if len(data) > MAX_BODY_BYTES:
-            raise PermanentError("HTTP 200 from the API server: the answer is too large")
-        try:
-            parsed = json.loads(data) if data else {}
-        except ValueError as bad:
-            raise PermanentError("HTTP 200 from the API server: the answer is not JSON") from bad
         if not isinstance(parsed, dict):
-            raise PermanentError("HTTP 200 from the API server: the answer is not an object")
+            raise UnexpectedAnswer("the answer is not an object")
         return parsed
+
+    async def _object(self, method: str, path: str, **call: Any) -> dict[str, Any]:
+        answer = await self._call(method, path, **call)
+        if answer is None:  # only when a caller names statuses that mean absent
+            raise UnexpectedAnswer("no object")
+        return answer
 
     async def apply(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
         """Server-side apply of one object, as field manager `spacedock`."""
-        return await self._call(
+        return await self._object(
             "PATCH",
             _object_path(manifest),
             body=dict(manifest),
@@ -137,30 +142,24 @@ class Kube:
 
     async def get(self, path: str) -> dict[str, Any] | None:
         """The object at `path`; None when it does not exist."""
-        try:
-            return await self._call("GET", path)
-        except ApiException as failed:
-            if failed.status == 404:
-                return None
-            raise
+        return await self._call("GET", path, absent=frozenset({404}))
 
     async def items(self, path: str) -> list[dict[str, Any]]:
-        listed = await self._call("GET", path)
+        listed = await self._object("GET", path)
         items = listed.get("items") or []
         if not isinstance(items, list):
-            raise PermanentError("HTTP 200 from the API server: a list without items")
+            raise UnexpectedAnswer("a list without items")
         return [item for item in items if isinstance(item, dict)]
 
     async def delete(self, path: str) -> None:
         """Deletes the object; one that is already gone is fine."""
-        try:
-            await self._call("DELETE", path, body={"propagationPolicy": "Background"})
-        except ApiException as failed:
-            if failed.status not in (404, 409):  # gone, or already going (a terminating namespace)
-                raise
+        # 404: gone; 409: already going (a terminating namespace)
+        await self._call(
+            "DELETE", path, body={"propagationPolicy": "Background"}, absent=frozenset({404, 409})
+        )
 
     async def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        return await self._call("POST", path, body=dict(body))
+        return await self._object("POST", path, body=dict(body))
 
 
 @asynccontextmanager
@@ -169,14 +168,16 @@ async def connect(
     *,
     deny: tuple[IPNetwork, ...] = (),
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     on_call: Callable[[], None] | None = None,
 ) -> AsyncIterator[Kube]:
-    """A `Kube` on a fresh client (`on_call` counts its calls); the block must finish within timeout_s and any failure in
-    it leaves as a ProviderError. An API server in a denied network is never contacted."""
+    """A `Kube` on a fresh client (`on_call` counts its calls); the block must finish
+    within timeout_s and any failure in it leaves as a ProviderError. An API server in a
+    denied network is never contacted; no answer is read past `max_body_bytes`."""
     host = URL(credentials.server).host
     if host is not None and (why := denied_address(host, deny)) is not None:
         raise PermanentError(why)
-    client = await build_client(credentials, deny)
+    client = await build_client(credentials, deny, max_body_bytes)
     try:
         async with asyncio.timeout(timeout_s):
             yield Kube(client, on_call)

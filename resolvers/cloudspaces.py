@@ -8,16 +8,18 @@ the other CloudSpaces' promises again.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 
 from core import cloudspaces
 from core.cloudspace_access import MintedKubeconfig
 from core.errors import ApiError, UserError
 from core.events import CLOUDSPACE_PHASE
+from core.rbac import Viewer
+from core.services import Unit
 from db import owned
 from db.pages import Page
-from db.tables import CloudSpace, CloudSpaceEvent
+from db.tables import CloudSpace, CloudSpaceEvent, Space
 from providers.errors import ProviderError
 from resolvers.context import Context
 from resolvers.mutations import Outcome, run
@@ -50,21 +52,31 @@ def _provider_error(failed: ProviderError) -> list[UserError]:
     return [UserError(None, failed.reason, "PROVIDER_ERROR")]
 
 
-async def create(context: Context, request: cloudspaces.CreateRequest) -> Outcome[CloudSpace]:
-    services = context.services
-    host, refused = await run(
-        context,
-        lambda unit, viewer: cloudspaces.creation_host(unit, services, viewer, request),
-    )
+async def _with_capacity(
+    context: Context,
+    check: Callable[[Unit, Viewer], Awaitable[Space]],
+    write: Callable[[Unit, Viewer, cloudspaces.Capacity], Awaitable[CloudSpace]],
+) -> Outcome[CloudSpace]:
+    """`check` gives the host; its capacity is read outside any transaction; `write`
+    then decides with it in a transaction of its own."""
+    host, refused = await run(context, check)
     if host is None:
         return None, refused
     try:
-        capacity = await cloudspaces.capacity_of(services, host)
+        capacity = await cloudspaces.capacity_of(context.services, host)
     except ProviderError as failed:
         return None, _provider_error(failed)
-    return await run(
+    return await run(context, lambda unit, viewer: write(unit, viewer, capacity))
+
+
+async def create(context: Context, request: cloudspaces.CreateRequest) -> Outcome[CloudSpace]:
+    services = context.services
+    return await _with_capacity(
         context,
-        lambda unit, viewer: cloudspaces.create(unit, services, viewer, request, capacity),
+        lambda unit, viewer: cloudspaces.creation_host(unit, services, viewer, request),
+        lambda unit, viewer, capacity: cloudspaces.create(
+            unit, services, viewer, request, capacity
+        ),
     )
 
 
@@ -72,19 +84,10 @@ async def update_quota(
     context: Context, cloud_space_id: str, cpu: float, memory_mib: int
 ) -> Outcome[CloudSpace]:
     services = context.services
-    host, refused = await run(
+    return await _with_capacity(
         context,
         lambda unit, viewer: cloudspaces.resize_host(unit, viewer, cloud_space_id, cpu, memory_mib),
-    )
-    if host is None:
-        return None, refused
-    try:
-        capacity = await cloudspaces.capacity_of(services, host)
-    except ProviderError as failed:
-        return None, _provider_error(failed)
-    return await run(
-        context,
-        lambda unit, viewer: cloudspaces.resize(
+        lambda unit, viewer, capacity: cloudspaces.resize(
             unit, services, viewer, cloud_space_id, cpu, memory_mib, capacity
         ),
     )
@@ -129,7 +132,9 @@ async def kubeconfig_download(
     row = await context.loaders.cloud_space.load(cloud_space_id)
     if row is None or row.name != vcluster_name:
         return None
-    minted = await cloudspaces.kubeconfig(context.services, context.caller, row)
+    minted = await cloudspaces.kubeconfig(
+        context.services, context.caller, row, context.loaders.live_calls
+    )
     if minted is None:
         raise ApiError(
             "PRECONDITION_FAILED",

@@ -25,6 +25,8 @@ from db import cloud_accounts, cloudspaces, environments, owned
 from db import spaces as space_rows
 from db.pages import Page, pages_by_parent
 from db.tables import (
+    ApiToken,
+    AuditEvent,
     CloudAccount,
     CloudSpace,
     CloudSpaceEvent,
@@ -67,37 +69,53 @@ class Loaders:
         self.custom_role: DataLoader[str, RoleDefinition | None] = self._by_id(
             RoleDefinition, org_id
         )
+        self.api_token: DataLoader[str, ApiToken | None] = self._by_id(ApiToken, org_id)
+        self.audit_event: DataLoader[str, AuditEvent | None] = self._by_id(AuditEvent, org_id)
         # Not a loader: this operation's allowance of live cluster calls (core.live_calls).
         self.live_calls = services.live_calls.budget()
-        # A query's reads share one read-only transaction (`keep_one_session`), opened at
-        # the first read and closed when the operation ends; otherwise each batch has its own.
+        # A query's reads that queue together share one read-only transaction
+        # (`keep_one_session`); it ends as soon as no read waits for it, so no connection
+        # sits idle in a transaction while the query waits on anything else (a live
+        # cluster call). Otherwise each batch has a transaction of its own.
         self._one_session = False
         self._session: AsyncSession | None = None
         self._transaction: AbstractAsyncContextManager[AsyncSession] | None = None
         self._session_lock = asyncio.Lock()
+        self._readers = 0  # batches holding or waiting for the shared session
 
     def keep_one_session(self) -> None:
-        """For a query operation: every read of it in one transaction (issue 12: a
-        transaction per loader batch cost more than the reads). `close` must follow."""
+        """For a query operation: its reads share transactions (issue 12: a transaction
+        per loader batch cost more than the reads). `close` must follow."""
         self._one_session = True
 
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncSession]:
-        """A read-only session: the operation's one, or a short transaction of its own.
-        Batches take turns on the shared session (one statement at a time on it)."""
+        """A read-only session: the operation's shared one, or a short transaction of its
+        own. Batches take turns on the shared session (one statement at a time on it)."""
         if not self._one_session:
             async with self.services.read() as session:
                 yield session
             return
-        async with self._session_lock:
-            if self._session is None:
-                self._transaction = self.services.read()
-                self._session = await self._transaction.__aenter__()
-            yield self._session
+        self._readers += 1
+        try:
+            async with self._session_lock:
+                if self._session is None:
+                    self._transaction = self.services.read()
+                    self._session = await self._transaction.__aenter__()
+                try:
+                    yield self._session
+                finally:
+                    if self._readers == 1:  # nobody queued behind this batch
+                        await self._end()
+        finally:
+            self._readers -= 1
 
     async def close(self) -> None:
-        """Ends the operation's shared transaction, if one was opened."""
+        """At the end of the operation: no more shared transactions."""
         self._one_session = False
+        await self._end()
+
+    async def _end(self) -> None:
         transaction, self._transaction, self._session = self._transaction, None, None
         if transaction is not None:
             try:
@@ -178,16 +196,15 @@ class Loaders:
         self, keys: Sequence[str]
     ) -> list[MintedKubeconfig | BaseException | None]:
         """A fresh tenant kubeconfig per CloudSpace: minted once per request, so the
-        kubeconfig and its expiry agree."""
-        found: list[MintedKubeconfig | BaseException | None] = []
-        for key in keys:
+        kubeconfig and its expiry agree; several at once, as the live-call budget lets."""
+
+        async def one(key: str) -> MintedKubeconfig | BaseException | None:
             row = await self.cloud_space.load(key)
+            if row is None:
+                return None
             try:
-                found.append(
-                    None
-                    if row is None
-                    else await cloudspace_rules.mint_kubeconfig(self.services, row)
-                )
+                return await cloudspace_rules.mint_kubeconfig(self.services, row, self.live_calls)
             except ApiError as refused:
-                found.append(refused)
-        return found
+                return refused
+
+        return list(await asyncio.gather(*(one(key) for key in keys)))

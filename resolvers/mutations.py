@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from core import accounts, environments, spaces
+from core.clouds import ClusterRef
 from core.errors import UserError, UserErrors
 from core.rbac import Viewer
 from core.services import Unit
@@ -42,13 +43,61 @@ async def run(context: Context, action: Callable[[Unit, Viewer], Awaitable[T]]) 
 async def create_cloud_account(
     context: Context, name: str, provider: str, credentials: Any
 ) -> Outcome[CloudAccount]:
-    secrets = context.services.secrets
-    return await run(
+    """Checks the input, asks the cloud whether it accepts the credentials, then stores them."""
+    services = context.services
+    checked, refused = await run(
         context,
-        lambda unit, viewer: accounts.create_account(
-            unit, viewer, secrets, name, provider, credentials
+        lambda unit, viewer: accounts.check_new_account(
+            unit, viewer, name, provider, credentials, services.ambient_credential_orgs
         ),
     )
+    if checked is None:
+        return None, refused
+    try:
+        await accounts.verify(checked)
+    except UserErrors as failed:
+        return None, failed.errors
+    return await run(
+        context,
+        lambda unit, viewer: accounts.create_account(unit, viewer, services.secrets, name, checked),
+    )
+
+
+async def rotate_cloud_account_credentials(
+    context: Context, account_id: str, credentials: Any
+) -> Outcome[CloudAccount]:
+    """Verifies the new credentials first; then swaps them in and drops cached cluster
+    credentials, so the next probes mint with the new ones."""
+    services = context.services
+    checked, refused = await run(
+        context,
+        lambda unit, viewer: accounts.check_rotation(
+            unit,
+            viewer,
+            services.secrets,
+            account_id,
+            credentials,
+            services.ambient_credential_orgs,
+        ),
+    )
+    if checked is None:
+        return None, refused
+    try:
+        await accounts.verify(checked)
+    except UserErrors as failed:
+        return None, failed.errors
+    rotated, refused = await run(
+        context,
+        lambda unit, viewer: accounts.rotate_credentials(
+            unit, viewer, services.secrets, account_id, checked
+        ),
+    )
+    if rotated is None:
+        return None, refused
+    account, stale = rotated
+    for space_id in stale:
+        services.credentials.forget(space_id)
+    return account, []
 
 
 async def delete_cloud_account(context: Context, account_id: str) -> Outcome[str]:
@@ -57,18 +106,50 @@ async def delete_cloud_account(context: Context, account_id: str) -> Outcome[str
     )
 
 
-async def grant_cluster_access(context: Context, ref: accounts.ClusterRef) -> Outcome[ClusterGrant]:
+async def grant_cluster_access(context: Context, ref: ClusterRef) -> Outcome[ClusterGrant]:
+    """Records the grant once the cloud shows the cluster exists on the account."""
+    secrets = context.services.secrets
+    target, refused = await run(
+        context, lambda unit, viewer: accounts.grant_target(unit, viewer, secrets, ref)
+    )
+    if target is None:
+        return None, refused
+    try:
+        await accounts.require_cluster(target, ["input", "clusterName"])
+    except UserErrors as failed:
+        return None, failed.errors
     return await run(context, lambda unit, viewer: accounts.grant_access(unit, viewer, ref))
 
 
-async def revoke_cluster_access(
-    context: Context, ref: accounts.ClusterRef
-) -> Outcome[ClusterGrant]:
-    return await run(context, lambda unit, viewer: accounts.revoke_access(unit, viewer, ref))
+async def revoke_cluster_access(context: Context, ref: ClusterRef) -> Outcome[ClusterGrant]:
+    revoked, refused = await run(
+        context, lambda unit, viewer: accounts.revoke_access(unit, viewer, ref)
+    )
+    if revoked is None:
+        return None, refused
+    grant, spaces_on_cluster = revoked
+    for space_id in spaces_on_cluster:
+        context.services.credentials.forget(space_id)
+    return grant, []
 
 
 async def register_space(context: Context, request: spaces.RegisterSpaceRequest) -> Outcome[Space]:
+    """Cloud spaces: every stored fact is checked, then the cloud is asked whether the
+    cluster exists, then the space is registered (checking again, in its own transaction)."""
     services = context.services
+    target, refused = await run(
+        context,
+        lambda unit, viewer: spaces.registration_check(
+            unit, viewer, services.secrets, request, services.deny_networks
+        ),
+    )
+    if refused:
+        return None, refused
+    if target is not None:
+        try:
+            await accounts.require_cluster(target, ["input", "config", "clusterName"])
+        except UserErrors as failed:
+            return None, failed.errors
     return await run(
         context,
         lambda unit, viewer: spaces.register(

@@ -10,6 +10,7 @@ from typing import Any
 
 from strawberry.dataloader import DataLoader
 
+from core import accounts
 from core import environments as environment_rules
 from core import spaces as space_rules
 from core.errors import ApiError
@@ -114,6 +115,9 @@ VIEW_POLICY = {
     "Environment": "environment:view",
     "CloudSpace": "cloudspace:view",
     "SpaceStatusEvent": "space:view",
+    "ApiToken": "token:manage",
+    "RoleDefinition": "role:manage",
+    "AuditEvent": "audit:view",
 }
 
 
@@ -130,6 +134,9 @@ async def node(context: Context, object_id: str) -> tuple[str, Any] | None:
         "Space": loaders.space,
         "Environment": loaders.environment,
         "CloudSpace": loaders.cloud_space,
+        "ApiToken": loaders.api_token,
+        "RoleDefinition": loaders.custom_role,
+        "AuditEvent": loaders.audit_event,
     }
     if kind == "SpaceStatusEvent":
         number = event_number(object_id)
@@ -232,3 +239,13 @@ async def status_events(
 async def environment_gate(context: Context, environment: Environment) -> str | None:
     space = await context.loaders.space.load(environment.space_id)
     return environment_rules.gate(space, context.services.health, utcnow())
+
+
+async def discovered_clusters(
+    context: Context, account: CloudAccount, region: str | None
+) -> list[accounts.Discovered]:
+    """Live discovery on the cloud: the database is read first, then the cloud is asked."""
+    context.caller.require_to_read("cloudaccount:view")
+    async with context.services.unit() as unit:
+        scope = await accounts.discovery_scope(unit, context.services.secrets, account, region)
+    return await accounts.discover(scope, region)

@@ -16,7 +16,7 @@ from strawberry.types.graphql import OperationType
 from resolvers.context import OperationLoaders
 from schema.audit import AuditMutations
 from schema.errors import ErrorPolicy
-from schema.input_text import guard_mutations
+from schema.input_text import guard_roots
 from schema.limits import MAX_TOKENS, DocumentLimits
 from schema.mutation import Mutation
 from schema.parse_cache import ParsedDocuments
@@ -48,7 +48,7 @@ class SpacedockSchema(strawberry.Schema):
         """Errors are logged by ErrorPolicy, once and without client-side noise."""
 
 
-guard_mutations(Mutation)
+guard_roots(Mutation, Query)
 schema = SpacedockSchema(
     query=Query,
     mutation=Mutation,

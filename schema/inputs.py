@@ -60,7 +60,23 @@ class CreateCloudAccountInput:
         description=(
             "Provider credentials: AWS {accessKeyId, secretAccessKey, sessionToken?, roleArn?, "
             "externalId?, regions?}; GCP {serviceAccountJson, projectId?}; AZURE {tenantId, "
-            "clientId, clientSecret, subscriptionId}. Never returned."
+            "clientId, clientSecret, subscriptionId}. With ambient: true the server's own cloud "
+            "identity is used instead of keys (only for orgs listed in "
+            "SPACEDOCK_AMBIENT_CREDENTIAL_ORGS): AWS {ambient, roleArn?, externalId?, regions?}; "
+            "GCP {ambient, projectId}; AZURE {ambient, subscriptionId, tenantId?}. Verified with "
+            "the cloud before anything is stored. Never returned."
+        ),
+    )
+
+
+@strawberry.input(description="New credentials for an existing cloud account.")
+class RotateCloudAccountCredentialsInput:
+    id: strawberry.ID = strawberry.field(description="The cloud account whose credentials change.")
+    credentials: JSON = strawberry.field(
+        metadata=SECRET,
+        description=(
+            "Same shape as CreateCloudAccountInput.credentials. Verified before anything "
+            "changes. Never returned."
         ),
     )
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import strawberry
 
-from core.accounts import ClusterRef
+from core.clouds import ClusterRef
 from core.cloudspaces import CreateRequest
 from core.spaces import RegisterSpaceRequest
 from resolvers import access, cloudspaces, mutations, namespaces
@@ -34,6 +34,7 @@ from schema.inputs import (
     DeleteCloudAccountInput,
     DeregisterSpaceInput,
     RegisterSpaceInput,
+    RotateCloudAccountCredentialsInput,
     SetSpaceStatusInput,
 )
 from schema.payloads import (
@@ -72,13 +73,28 @@ INPUT = strawberry.argument(description="The call's input; userErrors paths star
 @strawberry.type(description="Changes. Each takes one input and answers a payload with userErrors.")
 class Mutation:
     @strawberry.mutation(
-        description="Stores a cloud account's credentials (encrypted; never returned). Needs cloudaccount:create."
+        description="Stores a cloud account's credentials (encrypted; never returned) once the cloud has accepted them (PROVIDER_ERROR saying what it said otherwise). Needs cloudaccount:create."
     )
     async def create_cloud_account(
         self, info: GraphInfo, input: Annotated[CreateCloudAccountInput, INPUT]
     ) -> CloudAccountPayload:
         outcome = await mutations.create_cloud_account(
             info.context, input.name, input.provider.name, input.credentials
+        )
+        return payload(CloudAccountPayload, "cloud_account", outcome, CloudAccount.from_row)
+
+    @strawberry.mutation(
+        description=(
+            "Replaces an account's credentials after the cloud has accepted the new ones; ids, "
+            "grants, spaces and environments stay, cached cluster credentials are dropped. "
+            "Needs cloudaccount:update."
+        )
+    )
+    async def rotate_cloud_account_credentials(
+        self, info: GraphInfo, input: Annotated[RotateCloudAccountCredentialsInput, INPUT]
+    ) -> CloudAccountPayload:
+        outcome = await mutations.rotate_cloud_account_credentials(
+            info.context, input.id, input.credentials
         )
         return payload(CloudAccountPayload, "cloud_account", outcome, CloudAccount.from_row)
 
@@ -92,7 +108,7 @@ class Mutation:
         return payload(DeletePayload, "deleted_id", outcome, strawberry.ID)
 
     @strawberry.mutation(
-        description="Lets a cloud account mint credentials for one cluster; granting twice is idempotent. Needs cloudaccount:update."
+        description="Lets a cloud account mint credentials for one cluster, once the cloud shows the cluster exists on the account (NOT_FOUND otherwise); granting twice is idempotent. Needs cloudaccount:update."
     )
     async def grant_cluster_access(
         self, info: GraphInfo, input: Annotated[ClusterAccessInput, INPUT]

@@ -53,6 +53,9 @@ NODE_TYPES: dict[str, type] = {
     "Environment": Environment,
     "CloudSpace": CloudSpace,
     "SpaceStatusEvent": SpaceStatusEvent,
+    "ApiToken": ApiToken,
+    "RoleDefinition": RoleDefinition,
+    "AuditEvent": AuditEvent,
 }
 
 

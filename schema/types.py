@@ -146,6 +146,24 @@ class ClusterAccess:
         )
 
 
+@strawberry.type(description="A cluster as the cloud reports it, live.")
+class DiscoveredCluster:
+    name: str = strawberry.field(description="The cluster's name on the cloud.")
+    region: str = strawberry.field(description="Its region (GCP and AZURE: its location).")
+    endpoint: str | None = strawberry.field(
+        description="Its API server URL, when the cloud reports one."
+    )
+    version: str | None = strawberry.field(description="Its Kubernetes version, as reported.")
+    access_granted: bool = strawberry.field(
+        description="Whether the account may mint credentials for it (grantClusterAccess)."
+    )
+    space_row: Private[tables.Space | None]
+
+    @strawberry.field(description="The space registered for this cluster, if any.")
+    def space(self) -> Space | None:
+        return None if self.space_row is None else Space.from_row(self.space_row)
+
+
 @strawberry.type(
     description="Credentials for one AWS, GCP or Azure account, encrypted at rest and never "
     "returned; spaces on its clusters mint short-lived credentials through it."
@@ -166,6 +184,37 @@ class CloudAccount(Node):
             provider=Provider(row.provider),
             created_at=row.created_at,
         )
+
+    @strawberry.field(
+        description=(
+            "Clusters the provider reports for this account, live from the cloud API. region "
+            "null: every region the account is configured for. Null (with a PROVIDER_ERROR) when "
+            "the cloud cannot be reached."
+        ),
+        extensions=needs("cloudaccount:view"),
+    )
+    async def clusters(
+        self,
+        info: GraphInfo,
+        region: Annotated[
+            str | None,
+            strawberry.argument(
+                description="Only this region (AWS) or location (GCP, AZURE); null: all of them."
+            ),
+        ] = None,
+    ) -> list[DiscoveredCluster] | None:
+        found = await reads.discovered_clusters(info.context, self.row, region)
+        return [
+            DiscoveredCluster(
+                name=each.cluster.name,
+                region=each.cluster.region,
+                endpoint=each.cluster.endpoint,
+                version=each.cluster.version,
+                access_granted=each.access_granted,
+                space_row=each.space,
+            )
+            for each in found
+        ]
 
     @strawberry.field(
         description="Clusters this account is authorised to mint credentials for.",
@@ -598,6 +647,10 @@ class RoleDefinition(Node):
     name: str = strawberry.field(description="Unique in the org; system role names are reserved.")
     system: bool = strawberry.field(description="True for ADMIN, EDITOR and VIEWER.")
     policies: list[str] = strawberry.field(description="The policies the role grants.")
+
+    @classmethod
+    def from_row(cls, row: tables.RoleDefinition) -> RoleDefinition:
+        return cls.from_domain(role_rules.view_of(row))
 
     @classmethod
     def from_domain(cls, role: role_rules.RoleView) -> RoleDefinition:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import clouds as cloud_standins
 from tests.support.graphql import GraphQL
 from tests.support.server import Backend, Server, mint_token
 
@@ -43,6 +44,17 @@ def empty_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ba
     made.dispose(POSTGRES_URL)
 
 
+@pytest.fixture(scope="session")
+def clouds() -> Iterator[cloud_standins.Clouds]:
+    """moto, the GCP stand-in and a Kubernetes stand-in for every cloud cluster, for the
+    whole session; every test server is pointed at them."""
+    running = cloud_standins.Clouds().start()
+    cloud_standins.activate(running)
+    yield running
+    cloud_standins.activate(None)
+    running.stop()
+
+
 @pytest.fixture(scope="module")
 def server_env() -> dict[str, str]:
     """Extra SPACEDOCK_* settings for this module's server; modules override it."""
@@ -51,10 +63,14 @@ def server_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def server(
-    backend: Backend, server_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+    backend: Backend,
+    server_env: dict[str, str],
+    clouds: cloud_standins.Clouds,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Server]:
     log_path = Path(tmp_path_factory.mktemp("server")) / "server.log"
-    running = Server(backend=backend, log_path=log_path, env=dict(server_env)).start()
+    env = {**clouds.env, **server_env}
+    running = Server(backend=backend, log_path=log_path, env=env).start()
     yield running
     running.stop()
 

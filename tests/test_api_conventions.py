@@ -25,16 +25,13 @@ from websockets.exceptions import ConnectionClosed
 from core.secrets import SecretBox
 from tests.conftest import Org
 from tests.support import factories as make
-from tests.support.server import Server, free_port
+from tests.support.server import Server
 
 
 @pytest.fixture(scope="module")
 def server_env() -> dict[str, str]:
     # Probes would add their own statements to the SQL counter the N+1 test reads.
-    return {
-        "SPACEDOCK_PROBE_INTERVAL_S": "3600",
-        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",
-    }
+    return {"SPACEDOCK_PROBE_INTERVAL_S": "3600"}
 
 
 async def post(

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import accounts, ids, names
+from core import clouds, ids, names
 from core.auth import BEARER
 from tests.conftest import Org
 from tests.support import factories as make
@@ -28,12 +28,12 @@ RULES: dict[str, re.Pattern[str]] = {
     "dns label (namespaces)": names.DNS_LABEL,
     "display name (spaces, accounts, environments)": names.DISPLAY_NAME,
     "cloud name (clusters, resource groups)": names.CLOUD_NAME,
-    "uuid (Azure ids)": accounts.UUID,
-    "AWS access key id": accounts.AWS_ACCESS_KEY_ID,
-    "AWS role ARN": accounts.AWS_ROLE_ARN,
-    "AWS region": accounts.AWS_REGION,
-    "GCP project": accounts.GCP_PROJECT,
-    "region": accounts.REGION,
+    "uuid (Azure ids)": clouds.UUID,
+    "AWS access key id": clouds.AWS_ACCESS_KEY_ID,
+    "AWS role ARN": clouds.AWS_ROLE_ARN,
+    "AWS region": clouds.AWS_REGION,
+    "GCP project": clouds.GCP_PROJECT,
+    "region": clouds.REGION,
     "object id": ids.ID,
     "bearer header": BEARER,
 }

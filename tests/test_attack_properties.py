@@ -153,6 +153,11 @@ def inputs(real: dict[str, str]) -> Iterator[tuple[str, str, st.SearchStrategy[d
         make.CREATE_CLOUD_ACCOUNT,
         st.fixed_dictionaries({"name": TEXT, "provider": provider, "credentials": JSON}),
     )
+    yield (
+        "rotateCloudAccountCredentials",
+        make.ROTATE_CLOUD_ACCOUNT_CREDENTIALS,
+        st.fixed_dictionaries({"id": object_id, "credentials": JSON}),
+    )
     yield "deleteCloudAccount", make.DELETE_CLOUD_ACCOUNT, st.fixed_dictionaries({"id": object_id})
     yield "grantClusterAccess", make.GRANT_CLUSTER_ACCESS, access
     yield "revokeClusterAccess", make.REVOKE_CLUSTER_ACCESS, access

@@ -221,7 +221,7 @@ async def test_pem_and_key_files_keep_their_lines_but_not_nul(org: Org) -> None:
             make.REGISTER_SPACE, {"input": with_value(generic, path, "\x00")}
         )
         assert (("input", *path), "INVALID") in fields_and_codes(payload)
-    key_file = make.gcp_service_account()
+    key_file = make.credentials_for("GCP")["serviceAccountJson"]
     gcp = {
         "name": make.unique("gcp"),
         "provider": "GCP",
@@ -252,3 +252,15 @@ async def test_the_raw_wire_gets_no_internal_error(server: Server, org: Org) -> 
     document = 'query { space(id: "spc_\\u0000") { id } node(id: "\\u0000") { id } }'
     answer = await send(server, json_body={"query": document}, token=org.tokens["viewer"])
     assert answer.body == {"data": {"space": None, "node": None}}
+
+
+@pytest.mark.parametrize("tamper", ["\x00", "\ud800", "\x1b"], ids=["nul", "surrogate", "escape"])
+async def test_query_arguments_with_control_characters_are_bad_input(org: Org, tamper: str) -> None:
+    for field in ("spaces", "spaceCounts"):
+        selection = "{ totalCount }" if field == "spaces" else "{ __typename }"
+        response = await org.viewer.call(
+            f"query($search: String) {{ {field}(filter: {{search: $search}}) {selection} }}",
+            {"search": f"pro{tamper}d"},
+        )
+        assert make.top_level_codes(response) == ["BAD_USER_INPUT"], response
+        assert "search" in response["errors"][0]["message"]

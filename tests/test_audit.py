@@ -85,7 +85,7 @@ async def test_no_secret_reaches_a_recorded_input(server: Server, org: Org) -> N
     await make.create_cloud_account(
         org.admin,
         "AWS",
-        credentials={"accessKeyId": "AKIAIOSFODNN7EXAMPLE", "secretAccessKey": canary},
+        credentials={**make.credentials_for("AWS"), "externalId": canary},
     )
     config = make.generic_config(token=f"{canary}-token")
     config["caCert"] = make.ca_pem()

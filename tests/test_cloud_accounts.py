@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import Org
+from tests.support import clouds
 from tests.support.factories import (
-    AWS_CREDENTIALS,
     CREATE_CLOUD_ACCOUNT,
     DELETE_CLOUD_ACCOUNT,
     GRANT_CLUSTER_ACCESS,
@@ -26,7 +26,6 @@ from tests.support.factories import (
     credentials_for,
     deregister_space,
     error_fields,
-    gcp_service_account,
     grant_cluster_access,
     register_cloud_space,
     succeeded,
@@ -99,26 +98,21 @@ async def test_created_account_is_listed_read_and_resolved_as_a_node(
 
 
 async def test_credentials_are_never_returned(org: Org) -> None:
-    secret = f"secret-{unique('aws')}"
-    credentials = {
-        **AWS_CREDENTIALS,
-        "secretAccessKey": secret,
-        "sessionToken": f"session-{secret}",
-    }
+    credentials = credentials_for("AWS")
     created = await create(org, "AWS", credentials)
     account_id = succeeded(created)["cloudAccount"]["id"]
     read = await org.admin.call(ACCOUNT, {"id": account_id})
     for response in (created, read):
-        assert secret not in json.dumps(response)
+        assert credentials["secretAccessKey"] not in json.dumps(response)
     fields = await org.admin.data('{ __type(name: "CloudAccount") { fields { name } } }')
     assert "credentials" not in {f["name"] for f in fields["__type"]["fields"]}
 
 
 async def test_aws_optional_credentials_are_accepted(org: Org) -> None:
+    role = clouds.active().aws_role(unique("spacedock"), clouds.AWS_ACCOUNT)
     credentials = {
-        **AWS_CREDENTIALS,
-        "sessionToken": "FwoGZXIvYXdzEXAMPLE",
-        "roleArn": "arn:aws:iam::123456789012:role/spacedock",
+        **credentials_for("AWS"),
+        "roleArn": role,
         "externalId": "spacedock-external",
         "regions": ["us-east-1", "eu-west-1"],
     }
@@ -126,11 +120,10 @@ async def test_aws_optional_credentials_are_accepted(org: Org) -> None:
 
 
 async def test_gcp_project_comes_from_the_key_file_or_project_id(org: Org) -> None:
-    succeeded(await create(org, "GCP", {"serviceAccountJson": gcp_service_account()}))
-    as_text = json.dumps(gcp_service_account("other-project"))
-    succeeded(
-        await create(org, "GCP", {"serviceAccountJson": as_text, "projectId": "third-project"})
-    )
+    gcp = clouds.active().gcp
+    succeeded(await create(org, "GCP", {"serviceAccountJson": gcp.service_account("project-a")}))
+    as_text = json.dumps(gcp.service_account("project-b"))
+    succeeded(await create(org, "GCP", {"serviceAccountJson": as_text, "projectId": "project-b"}))
 
 
 @pytest.mark.parametrize(
@@ -175,8 +168,8 @@ async def test_gcp_project_comes_from_the_key_file_or_project_id(org: Org) -> No
         ),
         pytest.param(
             "GCP",
-            {"serviceAccountJson": gcp_service_account(), "projectId": "Bad_Project"},
-            {("projectId", "INVALID")},
+            {"serviceAccountJson": {"type": "service_account"}, "projectId": "Bad_Project"},
+            {("projectId", "INVALID"), ("serviceAccountJson", "INVALID")},
             id="gcp-bad-project",
         ),
         pytest.param(
@@ -290,7 +283,11 @@ async def test_unknown_and_foreign_accounts_read_as_null(org: Org, other_org: Or
 
 
 async def test_grant_is_recorded_once_and_revoke_removes_it(org: Org) -> None:
-    account = await create_cloud_account(org.admin, "AWS")
+    account = await create_cloud_account(
+        org.admin,
+        "AWS",
+        credentials={**credentials_for("AWS"), "regions": ["eu-west-1", "us-east-1"]},
+    )
     granted = await grant_cluster_access(org.admin, account["id"], "prod", "eu-west-1")
     assert granted["region"] == "eu-west-1"
     assert granted["clusterName"] == "prod"
@@ -407,7 +404,7 @@ async def test_deleting_unknown_foreign_or_deleted_accounts_is_not_found(
 async def test_concurrent_creates_with_one_name_make_one_account(org: Org) -> None:
     name = unique("race")
     payloads = await asyncio.gather(
-        *(create(org, "AWS", dict(AWS_CREDENTIALS), name=name) for _ in range(4))
+        *(create(org, "AWS", credentials_for("AWS"), name=name) for _ in range(4))
     )
     outcomes = sorted(
         "created" if p["cloudAccount"] else p["userErrors"][0]["code"] for p in payloads
@@ -418,6 +415,7 @@ async def test_concurrent_creates_with_one_name_make_one_account(org: Org) -> No
 
 async def test_concurrent_grants_of_one_cluster_record_one_grant(org: Org) -> None:
     account = await create_cloud_account(org.admin, "AWS")
+    clouds.active().add_cluster("AWS", "eks", "us-east-1")
     await asyncio.gather(*(grant_cluster_access(org.admin, account["id"], "eks") for _ in range(4)))
     data = await org.viewer.data(CLUSTER_ACCESS, {"id": account["id"]})
     assert data["cloudAccount"]["clusterAccess"] == [{"region": "us-east-1", "clusterName": "eks"}]

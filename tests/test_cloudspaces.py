@@ -63,7 +63,9 @@ def platform(
     backend: Backend, host: HostStandIn, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Platform]:
     log_path = Path(tmp_path_factory.mktemp("server")) / "server.log"
-    yield from serve_platform(backend, host, log_path, {"SPACEDOCK_KUBECONFIG_TTL_S": str(TTL_S)})
+    # One live cluster call per request: minting a kubeconfig is one.
+    env = {"SPACEDOCK_KUBECONFIG_TTL_S": str(TTL_S), "SPACEDOCK_LIVE_CALLS_PER_REQUEST": "1"}
+    yield from serve_platform(backend, host, log_path, env)
 
 
 @pytest.fixture
@@ -414,6 +416,34 @@ async def test_kubeconfigs_through_both_routes_expire_and_never_carry_the_admin_
     for text in [*answers, platform.server.log()]:
         for secret in secrets_of_admin:
             assert secret.strip() not in text
+
+
+TWO_KUBECONFIGS = """
+query($a: ID!, $b: ID!) {
+  a: cloudSpace(id: $a) { vclusters { kubeconfig } }
+  b: cloudSpace(id: $b) { vclusters { kubeconfig } }
+}"""
+
+
+async def test_one_query_mints_no_more_kubeconfigs_than_its_live_call_budget(
+    platform: Platform, tenant: Org, healthy: HostStandIn
+) -> None:
+    """This module's server allows one live call per request: of two vClusters'
+    kubeconfigs asked at once, one is minted and the other field is PROVIDER_ERROR
+    naming the limit; asked alone, each is minted."""
+    first = await ready_cloudspace(platform, tenant, "budget-a", 1, 1024)
+    second = await ready_cloudspace(platform, tenant, "budget-b", 1, 1024)
+    answer = await tenant.editor.call(TWO_KUBECONFIGS, {"a": first["id"], "b": second["id"]})
+    minted = [answer["data"][alias]["vclusters"][0]["kubeconfig"] for alias in ("a", "b")]
+    assert sorted(kubeconfig is None for kubeconfig in minted) == [False, True]
+    (refused,) = answer["errors"]
+    assert refused["path"][-1] == "kubeconfig"
+    assert refused["extensions"]["code"] == "PROVIDER_ERROR"
+    assert "too many live calls" in refused["message"]
+    assert "SPACEDOCK_LIVE_CALLS_PER_REQUEST" in refused["message"]
+    for created in (first, second):
+        alone = yaml.safe_load((await kubeconfig_of(tenant, created["id"]))["kubeconfig"])
+        assert alone["users"][0]["user"]["token"]
 
 
 async def fetch(url: str, token: str | None) -> tuple[int, dict[str, str], str]:

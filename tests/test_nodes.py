@@ -76,3 +76,53 @@ async def test_more_than_100_ids_is_bad_user_input(org: Org) -> None:
     response = await org.viewer.call(NODES, {"ids": [space["id"]] * 101})
     assert make.top_level_codes(response) == ["BAD_USER_INPUT"]
     assert "at most 100" in response["errors"][0]["message"]
+
+
+ACCESS_NODES = """
+query($ids: [ID!]!) {
+  nodes(ids: $ids) {
+    __typename id
+    ... on ApiToken { name }
+    ... on RoleDefinition { name policies }
+    ... on AuditEvent { action }
+  }
+}"""
+
+
+async def test_tokens_roles_and_audit_events_resolve_for_whoever_manages_them(
+    org: Org, other_org: Org
+) -> None:
+    role = await org.admin.mutate(
+        """mutation($input: CreateRoleInput!) {
+             createRole(input: $input) { role { id } userErrors { code } } }""",
+        {"input": {"name": "space-readers", "policies": ["space:view"]}},
+    )
+    token = await org.admin.mutate(
+        """mutation($input: CreateApiTokenInput!) {
+             createApiToken(input: $input) { apiToken { id } userErrors { code } } }""",
+        {"input": {"name": "ci", "role": "VIEWER"}},
+    )
+    [audited] = (
+        await org.admin.data(
+            '{ auditEvents(first: 1, filter: {action: "createApiToken"}) { nodes { id } } }'
+        )
+    )["auditEvents"]["nodes"]
+    ids = [role["role"]["id"], token["apiToken"]["id"], audited["id"]]
+
+    found = (await org.admin.data(ACCESS_NODES, {"ids": ids}))["nodes"]
+    assert [(node["__typename"], node["id"]) for node in found] == [
+        ("RoleDefinition", ids[0]),
+        ("ApiToken", ids[1]),
+        ("AuditEvent", ids[2]),
+    ]
+    assert found[0]["policies"] == ["space:view"]
+    assert found[1]["name"] == "ci"
+    assert found[2]["action"] == "createApiToken"
+
+    # Another org's admin reads them as unknown; a viewer lacks the policies to read them.
+    assert (await other_org.admin.data(ACCESS_NODES, {"ids": ids}))["nodes"] == [None] * 3
+    assert (await org.viewer.data(ACCESS_NODES, {"ids": ids}))["nodes"] == [None] * 3
+    response = await org.viewer.call(
+        "query($id: ID!) { node(id: $id) { id } }", {"id": token["apiToken"]["id"]}
+    )
+    assert make.top_level_codes(response) == ["FORBIDDEN"]

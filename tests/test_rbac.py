@@ -17,6 +17,7 @@ import pytest
 from graphql import build_schema
 
 from tests.conftest import Org
+from tests.support import clouds
 from tests.support import factories as make
 from tests.support.graphql import GraphQL
 from tests.support.kube_standin import KubeStandIn
@@ -110,6 +111,15 @@ def cluster() -> Iterator[KubeStandIn]:
 async def org_state(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
     state = await org.admin.data(ORG_STATE)
     state["clusterNamespaces"] = sorted(cluster.namespaces)
+    # What each AWS account sees on its cloud: rotated credentials may see other clusters.
+    for account in state["cloudAccounts"]["nodes"]:
+        if account["provider"] == "AWS":
+            seen = await org.admin.data(
+                'query($id: ID!) { cloudAccount(id: $id) { clusters(region: "us-east-1") '
+                "{ name } } }",
+                {"id": account["id"]},
+            )
+            account["clusters"] = seen["cloudAccount"]["clusters"]
     return state
 
 
@@ -137,6 +147,7 @@ class Case:
 DOCUMENTS = {
     "createCloudAccount": (make.CREATE_CLOUD_ACCOUNT, "cloudAccount"),
     "deleteCloudAccount": (make.DELETE_CLOUD_ACCOUNT, "deletedId"),
+    "rotateCloudAccountCredentials": (make.ROTATE_CLOUD_ACCOUNT_CREDENTIALS, "cloudAccount"),
     "grantClusterAccess": (make.GRANT_CLUSTER_ACCESS, "clusterAccess"),
     "revokeClusterAccess": (make.REVOKE_CLUSTER_ACCESS, "clusterAccess"),
     "registerSpace": (make.REGISTER_SPACE, "space"),
@@ -163,7 +174,11 @@ DOCUMENTS = {
 
 
 async def _new_account(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
-    return {"name": make.unique("acct"), "provider": "AWS", "credentials": make.AWS_CREDENTIALS}
+    return {
+        "name": make.unique("acct"),
+        "provider": "AWS",
+        "credentials": make.credentials_for("AWS"),
+    }
 
 
 async def _account(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
@@ -172,6 +187,7 @@ async def _account(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
 
 async def _ungranted_cluster(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
     account = await make.create_cloud_account(org.admin)
+    clouds.active().add_cluster("AWS", "prod", "us-east-1")
     return {"cloudAccountId": account["id"], "region": "us-east-1", "clusterName": "prod"}
 
 
@@ -179,6 +195,17 @@ async def _granted_cluster(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
     access = await _ungranted_cluster(org, cluster)
     await make.grant_cluster_access(org.admin, access["cloudAccountId"], access["clusterName"])
     return access
+
+
+async def _account_to_rotate(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
+    """An account, and new credentials: a role in another AWS account, which sees a cluster
+    the old credentials do not."""
+    account = await make.create_cloud_account(org.admin)
+    other_account = "210987654321"
+    standins = clouds.active()
+    standins.add_eks_cluster(make.unique("elsewhere"), "us-east-1", other_account)
+    role = standins.aws_role(make.unique("rotated"), other_account)
+    return {"id": account["id"], "credentials": {**standins.aws_keys, "roleArn": role}}
 
 
 async def _new_space(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
@@ -245,6 +272,7 @@ async def _token(org: Org, cluster: KubeStandIn) -> dict[str, Any]:
 CASES = [
     Case("createCloudAccount", "cloudaccount:create", _new_account),
     Case("deleteCloudAccount", "cloudaccount:delete", _account),
+    Case("rotateCloudAccountCredentials", "cloudaccount:update", _account_to_rotate),
     Case("grantClusterAccess", "cloudaccount:update", _ungranted_cluster),
     Case("revokeClusterAccess", "cloudaccount:update", _granted_cluster),
     Case("registerSpace", "space:create", _new_space),

@@ -24,7 +24,9 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.conftest import Org, new_org
+from tests.support import clouds
 from tests.support import factories as make
+from tests.support.clouds import Clouds
 from tests.support.kube_standin import KubeStandIn
 from tests.support.server import Server, free_port
 
@@ -64,7 +66,6 @@ GCP_KEY_FILE = {
     "private_key_id": f"{MARK}-gcp-private-key-id",
     "token_uri": f"http://{NOWHERE}/token",
 }
-SECRETS.pem(GCP_KEY_FILE["private_key"])
 AZURE = {**make.azure_credentials(), "clientSecret": f"{MARK}-azure-client-secret"}
 
 
@@ -74,10 +75,6 @@ def server_env() -> dict[str, str]:
     return {
         "SPACEDOCK_PROBE_INTERVAL_S": "0.3",
         "SPACEDOCK_PROBE_TIMEOUT_S": "1",
-        "AWS_ENDPOINT_URL": f"http://{NOWHERE}",
-        "SPACEDOCK_GCP_CONTAINER_ENDPOINT": f"http://{NOWHERE}",
-        "AZURE_AUTHORITY_HOST": f"https://{NOWHERE}",
-        "SPACEDOCK_AZURE_RESOURCE_MANAGER_ENDPOINT": f"https://{NOWHERE}",
     }
 
 
@@ -148,6 +145,7 @@ async def _space(recorder: Recorder, label: str, register: dict[str, Any]) -> st
 
 async def _cloud_space(recorder: Recorder, provider: str, account_id: str) -> str:
     config = make.cloud_config(provider, "prod")
+    clouds.active().add_cluster(provider, "prod", config["region"], config.get("resourceGroup"))
     access = {"cloudAccountId": account_id, "region": config["region"], "clusterName": "prod"}
     if provider == "AZURE":
         access["resourceGroup"] = config["resourceGroup"]
@@ -170,8 +168,25 @@ async def _wait_for_probes(recorder: Recorder, space_ids: list[str]) -> None:
         await asyncio.sleep(0.1)
 
 
+def _cloud_credentials(standins: Clouds) -> dict[str, dict[str, Any]]:
+    """Credentials the cloud stand-ins accept, every secret part of them to be searched for:
+    AWS keys with a role to assume (its external id distinctive), a GCP key file."""
+    aws = {
+        **standins.aws_user(make.unique("vault")),
+        "roleArn": standins.aws_role(make.unique("vault"), clouds.AWS_ACCOUNT),
+        "externalId": f"{MARK}-aws-external-id",
+    }
+    SECRETS.fragments += [aws["accessKeyId"], aws["secretAccessKey"]]
+    key_file = standins.gcp.service_account(make.GCP_PROJECT)
+    SECRETS.fragments.append(key_file["private_key_id"])
+    SECRETS.pem(key_file["private_key"])
+    azure = standins.credentials("AZURE")
+    SECRETS.fragments.append(azure["clientSecret"])
+    return {"AWS": aws, "GCP": {"serviceAccountJson": key_file}, "AZURE": azure}
+
+
 @pytest.fixture
-async def scene(server: Server, cluster: KubeStandIn) -> Scene:
+async def scene(server: Server, cluster: KubeStandIn, clouds: Clouds) -> Scene:
     org: Org = await new_org(server, "vault")
     recorder = Recorder(server, org.tokens["admin"])
     client = cluster.client_certificate("secrets-test")
@@ -179,9 +194,8 @@ async def scene(server: Server, cluster: KubeStandIn) -> Scene:
     SECRETS.pem(client.certificate_pem)
 
     accounts = {
-        "AWS": await _account(recorder, "AWS", AWS),
-        "GCP": await _account(recorder, "GCP", {"serviceAccountJson": GCP_KEY_FILE}),
-        "AZURE": await _account(recorder, "AZURE", AZURE),
+        provider: await _account(recorder, provider, credentials)
+        for provider, credentials in _cloud_credentials(clouds).items()
     }
     cloud_spaces = [await _cloud_space(recorder, p, a) for p, a in accounts.items()]
     token_space = await _space(
@@ -208,16 +222,20 @@ async def scene(server: Server, cluster: KubeStandIn) -> Scene:
         make.CREATE_ENVIRONMENT,
         {"input": {"name": make.unique("env"), "spaceId": token_space, "namespace": "apps"}},
     )
-    await _wait_for_probes(recorder, [token_space, certificate_space])
+    await _wait_for_probes(recorder, [token_space, certificate_space, *cloud_spaces])
+    # The short-lived tokens minted for the cloud spaces are secrets too.
+    assert clouds.tokens_seen
+    SECRETS.fragments += clouds.tokens_seen
 
     # Every other kind of mutation payload, once each.
-    spare = await _account(recorder, "AZURE", {**AZURE, "clientSecret": f"{MARK}-spare"})
+    spare = await _account(recorder, "GCP", clouds.credentials("GCP"))
     await recorder.payload("delete account", make.DELETE_CLOUD_ACCOUNT, {"input": {"id": spare}})
     held = {"input": {"id": token_space, "status": "INACTIVE"}}
     await recorder.payload("hold", make.SET_SPACE_STATUS, held)
     await recorder.payload(
         "lift", make.SET_SPACE_STATUS, {"input": {**held["input"], "status": "ACTIVE"}}
     )
+    clouds.add_cluster("AWS", "other", "us-east-1")
     access = {"cloudAccountId": accounts["AWS"], "region": "us-east-1", "clusterName": "other"}
     await recorder.payload("grant", make.GRANT_CLUSTER_ACCESS, {"input": access})
     await recorder.payload("revoke", make.REVOKE_CLUSTER_ACCESS, {"input": access})

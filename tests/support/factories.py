@@ -16,16 +16,12 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from tests.support import clouds
 from tests.support.graphql import GraphQL
 from tests.support.pki import CertificateAuthority
 
-# moto accepts any well-formed key pair; these are AWS's documented example values.
-AWS_CREDENTIALS: dict[str, Any] = {
-    "accessKeyId": "AKIAIOSFODNN7EXAMPLE",
-    "secretAccessKey": "testing",
-}
-AZURE_SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
-GCP_PROJECT = "spacedock-test"
+AZURE_SUBSCRIPTION = clouds.AZURE_SUBSCRIPTION
+GCP_PROJECT = clouds.GCP_PROJECT
 # Loopback is allowed for GENERIC spaces (kind, k3s); nothing listens here unless a test starts it.
 GENERIC_SERVER = "https://127.0.0.1:6443"
 DEFAULT_REGION = "us-east-1"
@@ -42,6 +38,12 @@ ENVIRONMENT_FIELDS = "id name namespace gate space { id deregisteredAt }"
 CREATE_CLOUD_ACCOUNT = f"""
 mutation($input: CreateCloudAccountInput!) {{
   createCloudAccount(input: $input) {{ cloudAccount {{ {CLOUD_ACCOUNT_FIELDS} }} {USER_ERRORS} }}
+}}"""
+ROTATE_CLOUD_ACCOUNT_CREDENTIALS = f"""
+mutation($input: RotateCloudAccountCredentialsInput!) {{
+  rotateCloudAccountCredentials(input: $input) {{
+    cloudAccount {{ {CLOUD_ACCOUNT_FIELDS} }} {USER_ERRORS}
+  }}
 }}"""
 DELETE_CLOUD_ACCOUNT = f"""
 mutation($input: DeleteCloudAccountInput!) {{
@@ -119,12 +121,17 @@ def azure_credentials(subscription_id: str = AZURE_SUBSCRIPTION) -> dict[str, st
     }
 
 
+def __getattr__(name: str) -> Any:
+    """`AWS_CREDENTIALS`: the session's moto keys, which the EKS stand-in accepts (read
+    while the `clouds` fixture runs)."""
+    if name == "AWS_CREDENTIALS":
+        return credentials_for("AWS")
+    raise AttributeError(name)
+
+
 def credentials_for(provider: str) -> dict[str, Any]:
-    if provider == "AWS":
-        return dict(AWS_CREDENTIALS)
-    if provider == "GCP":
-        return {"serviceAccountJson": gcp_service_account()}
-    return azure_credentials()
+    """Credentials the session's cloud stand-ins accept."""
+    return clouds.active().credentials(provider)
 
 
 def succeeded(payload: dict[str, Any]) -> dict[str, Any]:
@@ -163,6 +170,12 @@ async def grant_cluster_access(
     region: str = DEFAULT_REGION,
     resource_group: str | None = None,
 ) -> dict[str, Any]:
+    """Grants access to a cluster, making it on the account's cloud stand-in first."""
+    account = await client.data(
+        "query($id: ID!) { cloudAccount(id: $id) { provider } }", {"id": account_id}
+    )
+    provider = account["cloudAccount"]["provider"]
+    clouds.active().add_cluster(provider, cluster_name, region, resource_group)
     access_input: dict[str, Any] = {
         "cloudAccountId": account_id,
         "region": region,
@@ -184,7 +197,7 @@ def cloud_config(provider: str, cluster_name: str, region: str = DEFAULT_REGION)
     return {
         "clusterName": cluster_name,
         "region": region,
-        "resourceGroup": "spacedock-rg",
+        "resourceGroup": clouds.AZURE_RESOURCE_GROUP,
         "subscriptionId": AZURE_SUBSCRIPTION,
     }
 
