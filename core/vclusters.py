@@ -7,6 +7,7 @@ Everything here is pure: the reconciler decides when to apply, `providers.host` 
 from __future__ import annotations
 
 import base64
+import ipaddress
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -15,6 +16,9 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import yaml
+
+from core.cluster_endpoints import HOST_NAME
+from providers.errors import UnexpectedAnswer
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "spacedock"}
 CLOUDSPACE_LABEL = "spacedock.dev/cloudspace"
@@ -148,7 +152,22 @@ def load_balancer_address(service: Mapping[str, Any]) -> str | None:
     host = ingress[0].get("ip") or ingress[0].get("hostname")
     if not isinstance(host, str) or not host:
         return None
-    return f"https://[{host}]" if ":" in host else f"https://{host}"
+    # The host cluster wrote this, and it becomes the server of every kubeconfig: only an
+    # IP address or a host name, never a URL of the cluster's choosing.
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        name = host.lower()
+        if len(name) > 253 or not all(HOST_NAME.fullmatch(label) for label in name.split(".")):
+            raise UnexpectedAnswer(
+                "the LoadBalancer Service's address is neither an IP address nor a host name"
+            ) from None
+        return f"https://{name}"
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.scope_id:
+            raise UnexpectedAnswer("the LoadBalancer Service's address names a network interface")
+        return f"https://[{address.compressed}]"
+    return f"https://{address}"
 
 
 def _meta(target: Target, name: str, namespace: str | None = None) -> dict[str, Any]:

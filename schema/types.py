@@ -159,7 +159,10 @@ class DiscoveredCluster:
     )
     space_row: Private[tables.Space | None]
 
-    @strawberry.field(description="The space registered for this cluster, if any.")
+    @strawberry.field(
+        description="The space registered for this cluster, if any.",
+        extensions=needs("space:view"),
+    )
     def space(self) -> Space | None:
         return None if self.space_row is None else Space.from_row(self.space_row)
 

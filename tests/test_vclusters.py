@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from core import vclusters as vc
+from providers.errors import UnexpectedAnswer
 
 
 def test_quantities_read_as_the_api_server_writes_them() -> None:
@@ -70,6 +71,11 @@ def test_the_address_comes_from_the_template_or_the_load_balancer() -> None:
         {"status": {"loadBalancer": {"ingress": [{"ip": "fd00::1"}]}}}
     ) == ("https://[fd00::1]")
     assert vc.load_balancer_address({"status": {"loadBalancer": {}}}) is None
+    # Whatever else the host cluster writes there never becomes a kubeconfig's server.
+    for hostile in ["evil.example/steal?x=", "a" * 300, "lb.example.com\nX: y", "fe80::1%eth0"]:
+        key = "ip" if ":" in hostile else "hostname"
+        with pytest.raises(UnexpectedAnswer):
+            vc.load_balancer_address({"status": {"loadBalancer": {"ingress": [{key: hostile}]}}})
     # Without a template the Service is a LoadBalancer; with one, a ClusterIP behind it.
     (plain, _) = vc.vcluster_services(vc.CloudSpaceSettings(), target)
     assert plain["spec"]["type"] == "LoadBalancer"
