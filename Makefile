@@ -30,8 +30,12 @@ browser:
 serve: install
 	$(BIN)/spacedock serve
 
+# Tests wait on servers and clusters more than on the CPU, so more workers than cores pay;
+# --dist loadscope keeps each module (and its one shared server) on one worker.
+TEST_WORKERS ?= 4
+
 test: install browser
-	$(BIN)/pytest -q -rs
+	$(BIN)/pytest -q -rs -n $(TEST_WORKERS) --dist loadscope
 
 lint: install
 	$(BIN)/ruff check .

@@ -90,7 +90,10 @@ async def preflight(server: Server, path: str, origin: str) -> tuple[int, dict[s
         return response.status, {k.lower(): v for k, v in response.headers.items()}
 
 
-@pytest.mark.parametrize("origin", ["http://localhost:5173", ALLOWED])
+# Fixed ids: the port is picked per process, and pytest-xdist workers must collect alike.
+@pytest.mark.parametrize(
+    "origin", ["http://localhost:5173", ALLOWED], ids=["localhost", "loopback"]
+)
 async def test_a_listed_origin_passes_the_preflight_and_reads(
     server: Server, org: Org, origin: str
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import secrets
 import socket
 import subprocess
@@ -21,11 +22,24 @@ from core.secrets import SecretBox
 REPO = Path(__file__).resolve().parents[2]
 
 
+# Below Linux's ephemeral range (32768-60999): a port handed out here is never taken in
+# the meantime by an outgoing connection's local port, as a `bind(0)` port can be. Picked at
+# random so that parallel test processes (pytest-xdist workers, other checkouts) rarely meet;
+# `Server.start` retries the rare clash on a fresh port.
+FREE_PORTS = range(20000, 32000)
+_pick = random.SystemRandom()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A loopback TCP port nothing listens on right now."""
+    while True:
+        port = _pick.choice(FREE_PORTS)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 @dataclass
@@ -60,6 +74,13 @@ async def _postgres(admin_url: str, statement: str) -> None:
         await connection.close()
 
 
+PORT_ATTEMPTS = 5
+
+
+class PortTaken(RuntimeError):
+    """The server exited because its port was bound by someone else first."""
+
+
 @dataclass
 class Server:
     backend: Backend
@@ -91,15 +112,31 @@ class Server:
             "SPACEDOCK_SECRET_KEY": SecretBox.generate_key(),
             **self.env,
         }
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "api", "serve", "--port", str(self.port)],
-            cwd=REPO,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        self.wait_ready()
+        for _ in range(PORT_ATTEMPTS - 1):
+            try:
+                return self._start_once()
+            except PortTaken:
+                # Another process took the port between free_port() and the bind.
+                self.port = free_port()
+        return self._start_once()
+
+    def _start_once(self) -> Server:
+        logged_before = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "api", "serve", "--port", str(self.port)],
+                cwd=REPO,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            self.wait_ready()
+        except RuntimeError:
+            this_attempt = self.log_path.read_bytes()[logged_before:].decode(errors="replace")
+            if self.process.poll() is not None and "address already in use" in this_attempt.lower():
+                raise PortTaken(self.port) from None
+            raise
         return self
 
     def wait_ready(self, timeout: float = 30.0) -> None:
