@@ -342,12 +342,13 @@ async def test_slow_cluster_calls_hold_no_database_connection(
     org: Org, cluster: KubeStandIn
 ) -> None:
     # More creates than the server's connection pool holds (15 on SQLite, 30 on Postgres),
-    # against a slow cluster: if each kept its transaction open across the cluster call,
-    # only a pool's worth would reach the cluster before the first answers came back, and
-    # any other request would queue behind them. Asserted by order, not by time.
+    # against a cluster that holds every answer: if each kept its transaction open across
+    # the cluster call, only a pool's worth would reach the cluster, and any other request
+    # would queue behind them. Asserted by order, not by time: the cluster answers only
+    # once every create has reached it and a read has been answered.
     in_flight = 40
     space = await register(org, cluster)
-    cluster.delay_s = 5.0
+    cluster.hold()
     posted = cluster.requests["POST /api/v1/namespaces"]
     names = [make.unique("slow") for _ in range(in_flight)]
     creates = [asyncio.create_task(create(org.editor, space["id"], name)) for name in names]
@@ -361,6 +362,7 @@ async def test_slow_cluster_calls_hold_no_database_connection(
 
     assert data["spaces"]["totalCount"] == 1
     assert not any(c.done() for c in creates), "a database read waited behind cluster calls"
+    cluster.release()
     payloads = await asyncio.gather(*creates)
     assert all(p["userErrors"] == [] for p in payloads)
     assert set(names) <= set(cluster.namespaces)

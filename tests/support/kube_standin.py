@@ -4,7 +4,9 @@ generic store for namespaced objects, and `Status` error bodies.
 
 It runs on its own event loop in a background thread, so sync and async tests
 alike can flip its fault switches: `status_code` (answer everything with a
-5xx or 401/403), `delay_s` (slow answers), `refuse()` (stop listening:
+5xx or 401/403), `delay_s` (slow answers), `hold()` / `release()` (every
+answer waits until released: a cluster that is slow for exactly as long as a
+test needs), `refuse()` (stop listening:
 connection refused), `present_wrong_ca()` (a certificate from another CA).
 Hostile switches (issue 7) make it a cluster that attacks its client:
 `redirect_to` (every call answers a 3xx to that URL) and `answers` (a call
@@ -145,6 +147,7 @@ class KubeStandIn:
         self._serving_wrong_ca = False
         self.redirect_to: str | None = None
         self.redirect_status = 302
+        self._released: asyncio.Event | None = None  # set while answers are held
         # Per call ("GET /api/v1/namespaces"): being answered now, and the most at once.
         self.calls_in_flight: Counter[str] = Counter()
         self.most_calls_in_flight: Counter[str] = Counter()
@@ -177,6 +180,15 @@ class KubeStandIn:
     def listen(self) -> None:
         self._call(self._open_site())
 
+    def hold(self) -> None:
+        """Answers wait (each within its client's own timeout) until `release()`."""
+        self._released = asyncio.Event()
+
+    def release(self) -> None:
+        if (released := self._released) is not None:
+            self._released = None
+            self._loop.call_soon_threadsafe(released.set)
+
     def present_wrong_ca(self, wrong: bool = True) -> None:
         self._serving_wrong_ca = wrong
         self._call(self._close_site())
@@ -186,6 +198,7 @@ class KubeStandIn:
         """Back to a healthy server."""
         self.status_code = None
         self.delay_s = 0.0
+        self.release()
         self.redirect_to = None
         self.redirect_status = 302
         self.answers = {}
@@ -283,6 +296,8 @@ class KubeStandIn:
             self.calls_in_flight[call] -= 1
 
     async def _answer(self, request: web.Request, api: str) -> web.StreamResponse:
+        if (released := self._released) is not None:
+            await released.wait()
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if self.redirect_to is not None:
