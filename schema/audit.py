@@ -2,7 +2,9 @@
 every Mutation field, and the AuditEvent type and filter.
 
 One rule redacts: an input field declared with `metadata=SECRET` is recorded as
-"[redacted]", however deep it sits. Ids in the input (fields of type ID) become the
+"[redacted]", however deep it sits; and credentials written into any URL
+(`https://user:password@host`, refused as input but recorded as sent) lose their
+userinfo. Ids in the input (fields of type ID) become the
 event's target ids, with the id of whatever the call created.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 import enum
 import inspect
 import json
+import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -39,6 +42,10 @@ from schema.types import Node
 SECRET = {"secret": True}
 
 
+# scheme://userinfo@ at the start of a string: the userinfo may be a password.
+URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/?#@]*@")
+
+
 def _is_secret(field: Any) -> bool:
     definition = (field.extensions or {}).get("strawberry-definition")
     return bool(getattr(definition, "metadata", {}).get("secret"))
@@ -65,6 +72,8 @@ def redacted(value: Any, kind: GraphQLInputType, ids: list[str]) -> Any:
         return value.name
     if isinstance(value, datetime):
         return value.isoformat()
+    if isinstance(value, str):
+        return URL_USERINFO.sub(rf"\g<scheme>{REDACTED}@", value)
     return value
 
 
