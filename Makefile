@@ -31,10 +31,9 @@ serve: install
 	$(BIN)/spacedock serve
 
 # Tests wait on servers and clusters more than on the CPU, so more workers than cores pay
-# (TEST_WORKERS=4: ~11 instead of ~29 minutes); --dist loadscope keeps each module (and its
-# one shared server) on one worker. 0 (one process) until test_fanout's statement count and
-# test_attack_limits' 431 byte count hold under that load (both failed in 2 of 2 runs).
-TEST_WORKERS ?= 0
+# (4 workers: ~11 instead of ~29 minutes on a busy machine); --dist loadscope keeps each
+# module (and its one shared server) on one worker. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 4
 
 test: install browser
 	$(BIN)/pytest -q -rs -n $(TEST_WORKERS) --dist loadscope

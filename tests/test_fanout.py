@@ -81,14 +81,20 @@ async def statements_for_one_event(server: Server, org: Org, lives: list[Live]) 
 async def test_sql_statements_per_event_do_not_grow_with_subscribers(
     server: Server, org: Org
 ) -> None:
+    # The server's background loops (the per-second WebSocket credential check, the probe
+    # and reconciler loops looking for due work) send a statement now and then, and on a
+    # busy machine one may fall inside the measured window. So 1 subscriber is compared
+    # with 24: a read per subscriber would add 23 or more statements, while such a stray
+    # statement or two does not reach half of that.
     clients = [org.viewer, org.editor, org.admin]
     async with subscribed(server, clients[:1], 1) as one:
         alone = await statements_for_one_event(server, org, one)
     await subscribers_reach(server, 0)
-    async with subscribed(server, clients, 4) as twelve:
-        crowd = await statements_for_one_event(server, org, twelve)
-    assert len(twelve) == 12
-    assert crowd == alone, f"{alone:g} statements for 1 subscriber, {crowd:g} for 12"
+    async with subscribed(server, clients, 8) as crowd_lives:
+        crowd = await statements_for_one_event(server, org, crowd_lives)
+    added = len(crowd_lives) - 1
+    assert added == 23
+    assert crowd - alone < added / 2, f"{alone:g} statements for 1 subscriber, {crowd:g} for 24"
 
 
 async def test_an_event_reaches_each_org_only_with_what_it_may_see(
