@@ -42,6 +42,28 @@ def free_port() -> int:
             return port
 
 
+def listens_on(pid: int, port: int) -> bool:
+    """Whether process `pid` holds the listening socket on 127.0.0.1:`port` (Linux /proc)."""
+    wanted = f"0100007F:{port:04X}"
+    listening = {
+        fields[9]
+        for fields in (line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:])
+        if fields[1] == wanted and fields[3] == "0A"  # 0A: LISTEN
+    }
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:  # exited
+        return False
+    for descriptor in descriptors:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{descriptor}")
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[len("socket:[") : -1] in listening:
+            return True
+    return False
+
+
 @dataclass
 class Backend:
     """A fresh, empty database for one server."""
@@ -147,7 +169,9 @@ class Server:
                 raise RuntimeError(f"server exited early:\n{self.log()}")
             try:
                 with urllib.request.urlopen(f"{self.base}/readyz", timeout=1) as response:
-                    if response.status == 200:
+                    # Another test worker's server may hold the port (ours then exits with
+                    # "address in use" and start() retries): only our own answer counts.
+                    if response.status == 200 and listens_on(self.process.pid, self.port):
                         return
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
