@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from gql.graphql_request import GraphQLRequest
 from gql.transport.exceptions import TransportQueryError
 
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.kube_standin import KubeStandIn
+from tests.support.live import next_item, subscription
 from tests.support.server import Server
 
 WAIT_S = 40.0
@@ -54,36 +54,6 @@ def server_env() -> dict[str, str]:
 def cluster() -> Iterator[KubeStandIn]:
     with KubeStandIn() as k:
         yield k
-
-
-@contextlib.asynccontextmanager
-async def subscription(
-    org: Org, query: str, variables: dict[str, Any]
-) -> AsyncIterator[asyncio.Queue[dict[str, Any] | Exception]]:
-    received: asyncio.Queue[dict[str, Any] | Exception] = asyncio.Queue()
-
-    async def read(session: Any) -> None:
-        try:
-            async for result in session.subscribe(GraphQLRequest(query, variable_values=variables)):
-                received.put_nowait(next(iter(result.values())))
-        except Exception as error:
-            received.put_nowait(error)
-
-    async with org.viewer.websocket() as session:
-        task = asyncio.create_task(read(session))
-        try:
-            yield received
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-
-async def taken(received: asyncio.Queue[dict[str, Any] | Exception]) -> dict[str, Any]:
-    item = await asyncio.wait_for(received.get(), WAIT_S)
-    if isinstance(item, Exception):
-        raise item
-    return item
 
 
 async def all_events(org: Org, after: str | None = None, size: int = 3) -> list[dict[str, Any]]:
@@ -147,7 +117,7 @@ async def test_catch_up_after_a_dropped_subscription_has_no_gap_and_no_repeat(
 ) -> None:
     spaces = [await make.register_generic_space(org.editor) for _ in range(2)]
     ids = [space["id"] for space in spaces]
-    async with subscription(org, CHANGED, {"ids": ids}) as received:
+    async with subscription(org.viewer, CHANGED, {"ids": ids}) as received:
         for _ in range(50):  # live once it has delivered an event
             await make.set_space_status(org.editor, ids[0], "INACTIVE")
             await make.set_space_status(org.editor, ids[0], "ACTIVE")
@@ -155,12 +125,12 @@ async def test_catch_up_after_a_dropped_subscription_has_no_gap_and_no_repeat(
                 await asyncio.wait_for(received.get(), 0.5)
                 break
         await make.set_space_status(org.editor, ids[1], "INACTIVE")
-        while (seen := await taken(received))["spaceId"] != ids[1]:
+        while (seen := await next_item(received))["spaceId"] != ids[1]:
             pass
     # The connection dropped; events happen meanwhile.
     await make.set_space_status(org.editor, ids[1], "ACTIVE")
     await make.set_space_status(org.editor, ids[0], "INACTIVE")
-    async with subscription(org, CHANGED, {"ids": ids}) as received:
+    async with subscription(org.viewer, CHANGED, {"ids": ids}) as received:
         # Resubscribed first, so nothing can fall between the catch-up read and the stream.
         await live(server)
         missed = await all_events(org, after=seen["id"], size=1)
@@ -171,7 +141,7 @@ async def test_catch_up_after_a_dropped_subscription_has_no_gap_and_no_repeat(
         await make.set_space_status(org.editor, ids[0], "ACTIVE")
         streamed: list[dict[str, Any]] = []
         while not streamed or streamed[-1]["reasonCode"] != "HOLD_LIFTED":
-            streamed.append(await taken(received))
+            streamed.append(await next_item(received))
     everything = [e["id"] for e in await all_events(org)]
     after_seen = everything[everything.index(seen["id"]) + 1 :]
     caught_up = [e["id"] for e in missed] + [e["id"] for e in streamed]
@@ -183,13 +153,15 @@ async def test_following_a_page_of_spaces_is_limited_to_100(org: Org, other_org:
     theirs = await make.register_generic_space(other_org.editor)
     for query in (CHANGED, PROBED):
         async with subscription(
-            org, query, {"ids": [space["id"]] + [f"spc_{n:030x}" for n in range(100)]}
+            org.viewer, query, {"ids": [space["id"]] + [f"spc_{n:030x}" for n in range(100)]}
         ) as received:
             refused = await asyncio.wait_for(received.get(), WAIT_S)
         assert isinstance(refused, TransportQueryError)
         assert [e["extensions"]["code"] for e in refused.errors or []] == ["BAD_USER_INPUT"]
         assert "at most 100" in (refused.errors or [{}])[0]["message"]
-        async with subscription(org, query, {"ids": [space["id"], theirs["id"]]}) as received:
+        async with subscription(
+            org.viewer, query, {"ids": [space["id"], theirs["id"]]}
+        ) as received:
             foreign = await asyncio.wait_for(received.get(), WAIT_S)
         assert isinstance(foreign, TransportQueryError)
         assert [e["extensions"]["code"] for e in foreign.errors or []] == ["NOT_FOUND"]
@@ -216,10 +188,10 @@ async def test_space_probed_streams_the_probe_results_of_the_followed_spaces(
         )
         made.append(make.succeeded(payload)["space"]["id"])
     followed, other = made
-    async with subscription(org, PROBED, {"ids": [followed]}) as received:
-        results = [await taken(received) for _ in range(3)]
+    async with subscription(org.viewer, PROBED, {"ids": [followed]}) as received:
+        results = [await next_item(received) for _ in range(3)]
         cluster.status_code = 403
-        while (failed := await taken(received))["result"]["ok"]:
+        while (failed := await next_item(received))["result"]["ok"]:
             pass
     assert {r["spaceId"] for r in results} == {followed}, "only the followed space"
     assert all(r["result"]["ok"] and r["result"]["version"] == "v1.31.2" for r in results)

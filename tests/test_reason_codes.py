@@ -12,16 +12,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from gql.graphql_request import GraphQLRequest
 
 from tests.conftest import Org
 from tests.support import clouds
 from tests.support import factories as make
 from tests.support.kube_standin import HostileAnswer, KubeStandIn
+from tests.support.live import next_item, subscription
 
 WAIT_S = 40.0
 STATE = """
@@ -195,43 +195,12 @@ async def test_cloud_credentials_unavailable_then_access_revoked(org: Org) -> No
 # -- deregistration ---------------------------------------------------------------------------
 
 
-@contextlib.asynccontextmanager
-async def subscription(
-    org: Org, query: str, variables: dict[str, Any]
-) -> AsyncIterator[asyncio.Queue[dict[str, Any] | Exception]]:
-    """A subscription read in the background into a queue (errors too)."""
-    received: asyncio.Queue[dict[str, Any] | Exception] = asyncio.Queue()
-
-    async def read(session: Any) -> None:
-        try:
-            async for result in session.subscribe(GraphQLRequest(query, variable_values=variables)):
-                received.put_nowait(next(iter(result.values())))
-        except Exception as error:
-            received.put_nowait(error)
-
-    async with org.viewer.websocket() as session:
-        task = asyncio.create_task(read(session))
-        try:
-            yield received
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-
-async def next_event(received: asyncio.Queue[dict[str, Any] | Exception]) -> dict[str, Any]:
-    item = await asyncio.wait_for(received.get(), WAIT_S)
-    if isinstance(item, Exception):
-        raise item
-    return item
-
-
 async def test_deregistration_is_a_transition_subscribers_receive(
     org: Org, cluster: KubeStandIn
 ) -> None:
     space_id = await register(org, cluster)
     await until(org, space_id, lambda s: s["status"] == "ACTIVE", "ACTIVE")
-    async with subscription(org, EVENTS, {"ids": [space_id]}) as received:
+    async with subscription(org.viewer, EVENTS, {"ids": [space_id]}) as received:
         # The subscription is live once it has seen an event: a hold and its lifting.
         for _ in range(50):
             await make.set_space_status(org.editor, space_id, "INACTIVE")
@@ -240,7 +209,7 @@ async def test_deregistration_is_a_transition_subscribers_receive(
                 await asyncio.wait_for(received.get(), 0.5)
                 break
         payload = await org.admin.mutate(DEREGISTER, {"input": {"id": space_id}})
-        while (event := await next_event(received))["reasonCode"] != "DEREGISTERED":
+        while (event := await next_item(received))["reasonCode"] != "DEREGISTERED":
             pass
     space = make.succeeded(payload)["space"]
     assert space["status"] == "INACTIVE"
