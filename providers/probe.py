@@ -19,7 +19,8 @@ version a cluster reports is cluster-chosen text, cleaned before it is stored.
 TLS sessions are resumed (issue 12): the fresh handshake is most of a probe's CPU, and
 API servers (Go's TLS) resume TLS 1.3 sessions. After a probe that succeeded, the session
 it got is kept for that server (host and port), beside the TLS context that verified it;
-the next probe of that server offers it. A session is offered only through the same
+the next probe of that server offers it (and keeps offering it while it resumes). A
+session is offered only through the same
 context, so any change of what verification trusts (CA, client certificate) starts a
 full, verified handshake, and the stale session is dropped; so is a server's session
 after any failed probe. No connection is held open.
@@ -141,8 +142,17 @@ class TlsSessions:
     ) -> None:
         if handshake.ssl_object is None:
             return
-        self.handshakes["resumed" if handshake.ssl_object.session_reused else "full"] += 1
-        session = handshake.ssl_object.session
+        resumed = handshake.ssl_object.session_reused
+        self.handshakes["resumed" if resumed else "full"] += 1
+        if resumed and handshake.offer is not None:
+            # The offered session resumed, so its ticket still works: keep it. Reading the
+            # new one would cost about a tenth of a millisecond, as much again as offering
+            # it (Python's ssl copies a session through DER, peer certificate included).
+            # A ticket the server stops taking (expired, keys rotated) gives a full
+            # handshake, whose session is kept then.
+            session: ssl.SSLSession | None = handshake.offer
+        else:
+            session = handshake.ssl_object.session
         if session is None:
             self._sessions.pop(server, None)
             return
