@@ -102,14 +102,20 @@ class CredentialCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    async def get(self, space_id: str, target: Callable[[], ClusterTarget]) -> ClusterCredentials:
-        """The cached credential, or one minted from `target()`, built only on a miss."""
+    def cached(self, space_id: str) -> ClusterCredentials | None:
+        """The cached credential while it is fresh, else None."""
         now = datetime.now(UTC)
         cached = self._entries.get(space_id)
-        if cached is not None and cached.credentials.fresh(now):
-            cached.used = now
-            self._entries.move_to_end(space_id)
-            return cached.credentials
+        if cached is None or not cached.credentials.fresh(now):
+            return None
+        cached.used = now
+        self._entries.move_to_end(space_id)
+        return cached.credentials
+
+    async def get(self, space_id: str, target: Callable[[], ClusterTarget]) -> ClusterCredentials:
+        """The cached credential, or one minted from `target()`, built only on a miss."""
+        if (credentials := self.cached(space_id)) is not None:
+            return credentials
         minting = self._minting.get(space_id)
         if minting is None:
             minting = asyncio.ensure_future(self._mint(space_id, target()))
