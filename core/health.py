@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from core.reasons import StatusReasonCode, failure_code
 from core.status_rules import ProbeState, Reason, shown
@@ -18,7 +19,15 @@ from db.tables import Space
 STALE_AFTER_INTERVALS = 3
 
 
-def probe_state(space: Space) -> ProbeState:
+class ProbeColumns(Protocol):
+    @property
+    def probe_status(self) -> str: ...
+
+    @property
+    def consecutive_failures(self) -> int: ...
+
+
+def probe_state(space: ProbeColumns) -> ProbeState:
     return ProbeState(SpaceStatus(space.probe_status), space.consecutive_failures)
 
 

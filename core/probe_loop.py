@@ -3,7 +3,7 @@
 The machinery (guarded tasks, naps, bounded spawning, ordered stop, stats) is the loop
 kit's (`core.loops`); the status rules are `core.status_rules`. What is left here:
 
-- the claimer takes due spaces (`db.claims.claim_due`) whenever enough probe slots are
+- the claimer takes due spaces (`db.probes.claim`) whenever enough probe slots are
   free, so at most `concurrency` probes are in flight and a slow cluster never holds up
   the rest; the claim itself moves each space's next probe one jittered interval on;
 - each probe looks up its credential (a short read for cloud grants, then a mint with no
@@ -33,9 +33,7 @@ from core.reasons import StatusReasonCode, failure_code
 from core.services import Services, utcnow
 from core.spaces import record_transition
 from core.status_rules import ProbeResult, ProbeState, after_probe, visible_status
-from db import claims
 from db import probes as probe_rows
-from db.tables import Space
 from providers.errors import ProviderError, for_exception
 from providers.probe import ProbeOutcome, Prober
 
@@ -91,7 +89,7 @@ class _Result:
         return failure_code(self.outcome.error, minting=self.minting)
 
 
-def probed_payload(space: Space, write: probe_rows.ProbeWrite) -> dict[str, object]:
+def probed_payload(space: probe_rows.ResultLock, write: probe_rows.ProbeWrite) -> dict[str, object]:
     """A probe result as spaceProbed subscribers receive it."""
     return {
         "org_id": space.org_id,
@@ -151,9 +149,8 @@ class ProbeLoop:
         free = self.loop.free
         self.services.probe_wanted.clear()  # a wish made from here on wakes the nap below
         async with self.services.unit() as unit:
-            spaces = await claims.claim_due(
+            spaces = await probe_rows.claim(
                 unit.session,
-                probe_rows.PROBE_QUEUE,
                 now=unit.now,
                 due_again=unit.now + settings.next_probe_in(),
                 limit=free,
@@ -173,7 +170,7 @@ class ProbeLoop:
             )
             await self.loop.nap(due_in, self.services.probe_wanted)
 
-    async def _probe(self, space: Space) -> None:
+    async def _probe(self, space: probe_rows.ProbeTarget) -> None:
         """One probe; an error of our own (not the cluster's) gives no result, and the
         space is probed again when it next falls due. The credential lookup and the call
         share one deadline, so a probe never outlasts `timeout_s`."""
@@ -221,7 +218,7 @@ class ProbeLoop:
             rows = await probe_rows.lock_for_results(
                 unit.session, sorted({result.space_id for result in batch})
             )
-            live = {row.id: row for row in rows if row.deregistered_at is None}
+            live = {row.id: row for row in rows}
             states: dict[str, ProbeState] = {row.id: probe_state(row) for row in live.values()}
             writes: dict[str, probe_rows.ProbeWrite] = {}
             for result in batch:

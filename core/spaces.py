@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -125,7 +125,20 @@ def _check_config(
         _check_generic_secrets(problems, config)
 
 
-def public_config(space: Space) -> dict[str, str]:
+class HasConfig(Protocol):
+    @property
+    def config_json(self) -> str: ...
+
+
+class OwnedSpace(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def org_id(self) -> str: ...
+
+
+def public_config(space: HasConfig) -> dict[str, str]:
     config: dict[str, str] = json.loads(space.config_json)
     return config
 
@@ -268,7 +281,7 @@ async def space_in_org(unit: Unit, viewer: Viewer, space_id: str, field: list[st
 
 
 async def record_transition(
-    unit: Unit, space: Space, previous: str | None, status: str, reason: Reason
+    unit: Unit, space: OwnedSpace, previous: str | None, status: str, reason: Reason
 ) -> None:
     event = await space_rows.add_event(
         unit.session,

@@ -55,6 +55,38 @@ async def claim_due(
     """Up to `limit` rows due by `now`, oldest first, taken by this transaction; their
     due time becomes `due_again`. Queues with a lease also skip rows leased beyond
     `now`, and take `owner` and `lease_until` (both required for them)."""
+    claim = _claim(session, queue, queue.model, now, due_again, limit, owner, lease_until)
+    returning = claim.returning(queue.model).execution_options(synchronize_session=False)
+    return (await session.scalars(returning)).all()
+
+
+async def claim_due_columns(
+    session: AsyncSession,
+    queue: WorkQueue[Row],
+    columns: Sequence[sa.ColumnElement[Any]],
+    *,
+    now: datetime,
+    due_again: datetime,
+    limit: int,
+) -> Sequence[sa.Row[Any]]:
+    """As `claim_due` (queues without a lease), returning only `columns` as Core rows:
+    no ORM object is built per claimed row. With the queue's columns taken from its
+    Table (not the ORM class), the whole statement stays Core."""
+    table = sa.inspect(queue.model).local_table  # type: ignore[union-attr]
+    claim = _claim(session, queue, table, now, due_again, limit, None, None)
+    return (await session.execute(claim.returning(*columns))).all()
+
+
+def _claim(
+    session: AsyncSession,
+    queue: WorkQueue[Row],
+    target: Any,  # the ORM class, or its Table for a Core statement
+    now: datetime,
+    due_again: datetime,
+    limit: int,
+    owner: str | None,
+    lease_until: datetime | None,
+) -> sa.Update:
     leased = queue.claimed_by is not None
     if leased != (owner is not None and lease_until is not None):
         raise ValueError("owner and lease_until go with queues that have claimed_by/lease_until")
@@ -68,14 +100,7 @@ async def claim_due(
     values: dict[Any, Any] = {queue.due: due_again}
     if leased:
         values |= {queue.claimed_by: owner, queue.lease_until: lease_until}
-    claim = (
-        sa.update(queue.model)
-        .where(queue.id.in_(due.scalar_subquery()))
-        .values(values)
-        .returning(queue.model)
-        .execution_options(synchronize_session=False)
-    )
-    return (await session.scalars(claim)).all()
+    return sa.update(target).where(queue.id.in_(due.scalar_subquery())).values(values)
 
 
 async def release(
