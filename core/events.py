@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing, asynccontextmanager
 from typing import Any, Protocol
 
@@ -36,6 +36,10 @@ class EventBus(Protocol):
 
     async def publish(self, channel: str, payload: Payload) -> None: ...
 
+    async def publish_all(self, events: Sequence[tuple[str, Payload]]) -> None:
+        """Several events, in order, at the cost of one (a probe step has one per probe)."""
+        ...
+
     def subscribe(self, channel: str) -> AsyncGenerator[Payload, None]: ...
 
 
@@ -54,6 +58,10 @@ class InProcessBus:
 
     async def publish(self, channel: str, payload: Payload) -> None:
         self.deliver(channel, payload)
+
+    async def publish_all(self, events: Sequence[tuple[str, Payload]]) -> None:
+        for channel, payload in events:
+            self.deliver(channel, payload)
 
     def deliver(self, channel: str, payload: Payload) -> None:
         """Hands an event to this process's subscribers without waiting for any of them."""
@@ -89,6 +97,10 @@ class Notifier(Protocol):
 
     async def notify(self, channel: str, text: str) -> None: ...
 
+    async def notify_all(self, notifications: Sequence[tuple[str, str]]) -> None:
+        """Several (channel, text) notifications, in order, in one statement."""
+        ...
+
     async def listen(self, channel: str) -> None: ...
 
     async def unlisten(self, channel: str) -> None: ...
@@ -112,6 +124,11 @@ class PostgresBus:
 
     async def publish(self, channel: str, payload: Payload) -> None:
         await self._notifier.notify(channel, json.dumps(payload, separators=(",", ":")))
+
+    async def publish_all(self, events: Sequence[tuple[str, Payload]]) -> None:
+        await self._notifier.notify_all(
+            [(channel, json.dumps(payload, separators=(",", ":"))) for channel, payload in events]
+        )
 
     async def subscribe(self, channel: str) -> AsyncGenerator[Payload, None]:
         await self._notifier.listen(channel)

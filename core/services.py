@@ -79,8 +79,8 @@ class Services:
         async with self.database.transaction(read_only) as session:
             unit = Unit(session)
             yield unit
-        for channel, payload in unit.outbox:
-            await self.bus.publish(channel, payload)
+        if unit.outbox:
+            await self.bus.publish_all(unit.outbox)
         if unit.probe_soon:
             self.probe_wanted.set()
         if unit.reconcile_soon:

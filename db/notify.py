@@ -14,7 +14,7 @@ import asyncio
 import logging
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
@@ -31,6 +31,12 @@ APPLICATION_NAME = "spacedock-events"
 RECONNECT_MAX_DELAY_S = 5.0
 CONNECT_TIMEOUT_S = 10.0
 CONNECTION_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+# Many notifications in one statement, sent in the arrays' order.
+NOTIFY_ALL = sa.text(
+    "SELECT pg_notify(n.channel, n.text)"
+    " FROM unnest(CAST(:channels AS text[]), CAST(:texts AS text[])) WITH ORDINALITY"
+    " AS n(channel, text, position) ORDER BY n.position"
+)
 
 
 class PostgresNotifier:
@@ -53,6 +59,27 @@ class PostgresNotifier:
                 )
         except (OSError, TimeoutError, sa.exc.DBAPIError) as error:
             log.error("an event on %s was not sent: %s", channel, type(error).__name__)
+
+    async def notify_all(self, notifications: Sequence[tuple[str, str]]) -> None:
+        """Several notifications in one statement (Postgres sends them in this order): a
+        probe step publishes one per probe, which one by one took a statement each."""
+        if len(notifications) == 1:
+            await self.notify(*notifications[0])
+            return
+        if not notifications:
+            return
+        channels = [CHANNEL_PREFIX + channel for channel, _ in notifications]
+        texts = [text for _, text in notifications]
+        try:
+            async with self._database.engine.begin() as connection:
+                await connection.execute(NOTIFY_ALL, {"channels": channels, "texts": texts})
+        except (OSError, TimeoutError, sa.exc.DBAPIError) as error:
+            log.error(
+                "%d events on %s were not sent: %s",
+                len(notifications),
+                ", ".join(sorted(set(channels))),
+                type(error).__name__,
+            )
 
     async def listen(self, channel: str) -> None:
         async with self._lock:
