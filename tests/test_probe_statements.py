@@ -19,7 +19,7 @@ from core.health import HealthRule
 from core.probe_loop import ProbeLoop, ProbeSettings
 from core.rbac import Role, Viewer
 from core.secrets import SecretBox
-from core.services import Services, utcnow
+from core.services import Services
 from core.spaces import RegisterSpaceRequest, register
 from core.tokens import create_token
 from db.engine import Database
