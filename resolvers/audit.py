@@ -1,6 +1,6 @@
 """Auditing every mutation from one place, and reading the log.
 
-`schema.audit.AuditMutations` opens an AuditCall around each Mutation field. `run`
+`schema.audit.AuditedMutation` opens an AuditCall around each Mutation field. `run`
 (resolvers.mutations), through which every mutation writes, records the call's event
 in the unit of its effect; `finish` then records a refused call, or corrects the
 outcome of one that failed after a first step, in a unit of its own. A mutation that

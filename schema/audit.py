@@ -27,8 +27,11 @@ from graphql import (
     GraphQLNonNull,
     GraphQLResolveInfo,
 )
-from strawberry.extensions import SchemaExtension
+from graphql.execution.values import VariableValues, get_argument_values
+from strawberry.extensions import FieldExtension
 from strawberry.scalars import JSON
+from strawberry.types import Info
+from strawberry.types.base import get_object_definition
 
 from core.audit import REDACTED, AuditCall
 from db import tables
@@ -112,34 +115,33 @@ def codes_of(payload: object) -> list[str]:
     return [error.code.value for error in errors]
 
 
-class AuditMutations(SchemaExtension):
-    """Audits every field of the Mutation root, whoever wrote it."""
+class AuditedMutation(FieldExtension):
+    """Audits one Mutation field. `audit_every_mutation` puts it on each of them, outermost,
+    so refusals by the other extensions (InputText) are audited too. A field extension
+    rather than a schema-wide resolve hook: such a hook would run for every field of every
+    query (issue 12)."""
 
-    def resolve(
-        self,
-        _next: Callable[..., Any],
-        root: Any,
-        info: GraphQLResolveInfo[Context],
-        *args: Any,
-        **kwargs: Any,
+    def resolve(self, next_: Callable[..., Any], source: Any, info: Info, **kwargs: Any) -> Any:
+        return self._audited(next_, source, info, kwargs)
+
+    async def resolve_async(
+        self, next_: Callable[..., Any], source: Any, info: Info, **kwargs: Any
     ) -> Any:
-        if info.parent_type.name != "Mutation" or len(info.path.as_list()) != 1:
-            return _next(root, info, *args, **kwargs)
-        return self._audited(_next, root, info, args, kwargs)
+        return await self._audited(next_, source, info, kwargs)
 
     async def _audited(
-        self,
-        _next: Callable[..., Any],
-        root: Any,
-        info: GraphQLResolveInfo[Context],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
+        self, next_: Callable[..., Any], source: Any, info: Info, kwargs: dict[str, Any]
     ) -> Any:
-        context: Context = info.context
-        call = call_of(info, kwargs)
+        raw: GraphQLResolveInfo[Context] = info._raw_info
+        context: Context = raw.context
+        # The arguments as GraphQL names them, as the call was sent (kwargs are converted).
+        variables = VariableValues(sources={}, coerced=raw.variable_values)
+        field = raw.parent_type.fields[raw.field_name]
+        sent = get_argument_values(field, raw.field_nodes[0], variables)
+        call = call_of(raw, sent)
         with audit.auditing(call):
             try:
-                payload = _next(root, info, *args, **kwargs)
+                payload = next_(source, info, **kwargs)
                 if inspect.isawaitable(payload):
                     payload = await payload
             except Exception:
@@ -147,6 +149,13 @@ class AuditMutations(SchemaExtension):
                 raise
         await audit.finish(context, call, codes_of(payload))
         return payload
+
+
+def audit_every_mutation(mutation: type) -> None:
+    """Puts AuditedMutation on every field of the Mutation root, whoever wrote it; call
+    after the other extensions are in place (the last one is the outermost)."""
+    for field in get_object_definition(mutation, strict=True).fields:
+        field.extensions.append(AuditedMutation())
 
 
 @strawberry.type(

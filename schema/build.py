@@ -14,7 +14,7 @@ from strawberry.types import ExecutionContext
 from strawberry.types.graphql import OperationType
 
 from resolvers.context import OperationLoaders
-from schema.audit import AuditMutations
+from schema.audit import audit_every_mutation
 from schema.errors import ErrorPolicy
 from schema.input_text import guard_roots
 from schema.limits import MAX_TOKENS, DocumentLimits
@@ -49,6 +49,7 @@ class SpacedockSchema(strawberry.Schema):
 
 
 guard_roots(Mutation, Query)
+audit_every_mutation(Mutation)
 schema = SpacedockSchema(
     query=Query,
     mutation=Mutation,
@@ -61,7 +62,6 @@ schema = SpacedockSchema(
         SubscriptionsOverWebSocket,
         OperationLoaders,
         DeniedFields,
-        AuditMutations,
         ErrorPolicy,
     ],
 )
