@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from strawberry.dataloader import DataLoader
@@ -234,6 +234,69 @@ async def status_events(
     return await context.loaders.recent_events.load(
         (space_id, checked_first(first, DEFAULT_EVENTS))
     )
+
+
+@dataclass(frozen=True)
+class SpaceLinksWanted:
+    """What a list of spaces selects on each space, read ahead (schema.lookahead)."""
+
+    cloud_account: bool = False
+    environments: bool = False
+    # statusEvents(first:) values, as given (None: the default).
+    event_counts: frozenset[int | None] = frozenset()
+
+
+@dataclass
+class SpaceLinks:
+    """One space's links, loaded with every other space of its page; None: not loaded
+    (that field then loads alone)."""
+
+    cloud_account: CloudAccount | None = None
+    cloud_account_loaded: bool = False
+    environments: list[Environment] | None = None
+    events: dict[int | None, list[SpaceStatusEvent]] = field(default_factory=dict)
+
+
+async def space_links(
+    context: Context, spaces: Sequence[Space], wanted: SpaceLinksWanted
+) -> dict[str, SpaceLinks]:
+    """The links of a page of spaces through the request's loaders: the same batches (and
+    SQL statements) the fields would make one by one, made at once. Only what the caller
+    may view; a `first` out of range is left to the field, which refuses it."""
+    caller, loaders = context.caller, context.loaders
+    ids = [space.id for space in spaces]
+    links = {space_id: SpaceLinks() for space_id in ids}
+    accounts = [s.cloud_account_id for s in spaces if s.cloud_account_id is not None]
+    load_accounts = wanted.cloud_account and caller.can("cloudaccount:view")
+    load_environments = wanted.environments and caller.can("environment:view")
+    counts: list[tuple[int | None, int]] = []
+    if caller.can("space:view"):
+        for given in wanted.event_counts:
+            try:
+                counts.append((given, checked_first(given, DEFAULT_EVENTS)))
+            except ApiError:
+                continue
+    found_accounts, found_environments, found_events = await asyncio.gather(
+        loaders.cloud_account.load_many(accounts if load_accounts else []),
+        loaders.environments_of_space.load_many(ids if load_environments else []),
+        asyncio.gather(
+            *(loaders.recent_events.load_many([(i, n) for i in ids]) for _, n in counts)
+        ),
+    )
+    if load_accounts:
+        by_id = dict(zip(accounts, found_accounts, strict=True))
+        for space in spaces:
+            link = links[space.id]
+            link.cloud_account_loaded = True
+            if space.cloud_account_id is not None:
+                link.cloud_account = by_id[space.cloud_account_id]
+    if load_environments:
+        for space_id, environments in zip(ids, found_environments, strict=True):
+            links[space_id].environments = environments
+    for (given, _), per_space in zip(counts, found_events, strict=True):
+        for space_id, events in zip(ids, per_space, strict=True):
+            links[space_id].events[given] = events
+    return links
 
 
 async def environment_gate(context: Context, environment: Environment) -> str | None:

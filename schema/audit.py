@@ -27,7 +27,7 @@ from graphql import (
     GraphQLNonNull,
     GraphQLResolveInfo,
 )
-from graphql.execution.values import VariableValues, get_argument_values
+from graphql.execution.values import get_argument_values
 from strawberry.extensions import FieldExtension
 from strawberry.scalars import JSON
 from strawberry.types import Info
@@ -38,6 +38,7 @@ from db import tables
 from resolvers import audit
 from resolvers.context import Context
 from schema.enums import CredentialKind
+from schema.lookahead import variables_of
 from schema.types import Node
 
 # Put on an input field (`strawberry.field(metadata=SECRET)`) whose value must never be
@@ -135,7 +136,7 @@ class AuditedMutation(FieldExtension):
         raw: GraphQLResolveInfo[Context] = info._raw_info
         context: Context = raw.context
         # The arguments as GraphQL names them, as the call was sent (kwargs are converted).
-        variables = VariableValues(sources={}, coerced=raw.variable_values)
+        variables = variables_of(raw)
         field = raw.parent_type.fields[raw.field_name]
         sent = get_argument_values(field, raw.field_nodes[0], variables)
         call = call_of(raw, sent)

@@ -14,6 +14,7 @@ from schema.arguments import After, First, ObjectId
 from schema.audit import AuditEvent, AuditFilter
 from schema.enums import CredentialKind, Role
 from schema.inputs import SpaceFilter, SpaceOrder
+from schema.lookahead import selected
 from schema.types import (
     ApiToken,
     CloudAccount,
@@ -43,6 +44,16 @@ def space_where(filter: SpaceFilter | None) -> SpaceWhere:
         search=filter.search,
         scalable=filter.scalable,
         include_deregistered=bool(filter.include_deregistered),
+    )
+
+
+def space_links_wanted(info: GraphInfo) -> reads.SpaceLinksWanted:
+    """What a connection of spaces selects on its spaces, to load for the whole page."""
+    wanted = selected(info._raw_info, [("nodes",), ("edges", "node")], "Space")
+    return reads.SpaceLinksWanted(
+        cloud_account="cloudAccount" in wanted,
+        environments="environments" in wanted,
+        event_counts=frozenset(args.get("first") for args in wanted.get("statusEvents", [])),
     )
 
 
@@ -203,7 +214,11 @@ class Query:
         page = await reads.spaces_page(
             info.context, space_where(filter), order, first, after, last, before
         )
-        return Connection.of(page, Space)
+        connection = Connection.of(page, Space)
+        links = await reads.space_links(info.context, page.items, space_links_wanted(info))
+        for space in connection.nodes:
+            space.links = links[space.row.id]
+        return connection
 
     @strawberry.field(description="How many spaces match the filter, in one request.")
     async def space_counts(

@@ -3,6 +3,7 @@ the request's DataLoaders, so nested lists never turn into N+1 queries."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import datetime
 from typing import Annotated, Any, Generic, TypeVar
 
@@ -352,6 +353,8 @@ class Space(Node):
     deregistered_at: datetime | None = strawberry.field(
         description="When the space was deregistered; null while registered."
     )
+    # Set on the spaces of a page whose links were loaded at once (reads.space_links).
+    links: Private[reads.SpaceLinks | None] = None
 
     @classmethod
     def from_row(cls, row: tables.Space) -> Space:
@@ -370,11 +373,21 @@ class Space(Node):
     @strawberry.field(
         description="Null only for GENERIC spaces. Needs cloudaccount:view.",
         extensions=needs("cloudaccount:view"),
+        graphql_type=CloudAccount | None,
     )
-    async def cloud_account(self, info: GraphInfo) -> CloudAccount | None:
+    def cloud_account(
+        self, info: GraphInfo
+    ) -> CloudAccount | Awaitable[CloudAccount | None] | None:
         if self.row.cloud_account_id is None:
             return None
-        row = await info.context.loaders.cloud_account.load(self.row.cloud_account_id)
+        if self.links is not None and self.links.cloud_account_loaded:
+            row = self.links.cloud_account
+            return None if row is None else CloudAccount.from_row(row)
+        return self._load_cloud_account(info, self.row.cloud_account_id)
+
+    @staticmethod
+    async def _load_cloud_account(info: GraphInfo, account_id: str) -> CloudAccount | None:
+        row = await info.context.loaders.cloud_account.load(account_id)
         return None if row is None else CloudAccount.from_row(row)
 
     @strawberry.field(description="The cluster's provider identity.")
@@ -412,8 +425,12 @@ class Space(Node):
     def last_probe(self) -> ProbeResult | None:
         return ProbeResult.of_space(self.row)
 
-    @strawberry.field(description="Most recent first.", extensions=needs("space:view"))
-    async def status_events(
+    @strawberry.field(
+        description="Most recent first.",
+        extensions=needs("space:view"),
+        graphql_type=list[SpaceStatusEvent],
+    )
+    def status_events(
         self,
         info: GraphInfo,
         first: Annotated[
@@ -422,6 +439,14 @@ class Space(Node):
                 description="How many of the newest events: 1 to 100 (default 20)."
             ),
         ] = None,
+    ) -> list[SpaceStatusEvent] | Awaitable[list[SpaceStatusEvent]]:
+        rows = None if self.links is None else self.links.events.get(first)
+        if rows is not None:
+            return [SpaceStatusEvent.from_row(row) for row in rows]
+        return self._load_status_events(info, first)
+
+    async def _load_status_events(
+        self, info: GraphInfo, first: int | None
     ) -> list[SpaceStatusEvent]:
         rows = await reads.status_events(info.context, self.row.id, first)
         return [SpaceStatusEvent.from_row(row) for row in rows]
@@ -438,8 +463,14 @@ class Space(Node):
     @strawberry.field(
         description="The environments bound to this space. Needs environment:view.",
         extensions=needs("environment:view"),
+        graphql_type=list[Annotated["Environment", strawberry.lazy("schema.types")]],
     )
-    async def environments(self, info: GraphInfo) -> list[Environment]:
+    def environments(self, info: GraphInfo) -> list[Environment] | Awaitable[list[Environment]]:
+        if self.links is not None and self.links.environments is not None:
+            return [Environment.from_row(row) for row in self.links.environments]
+        return self._load_environments(info)
+
+    async def _load_environments(self, info: GraphInfo) -> list[Environment]:
         rows = await info.context.loaders.environments_of_space.load(self.row.id)
         return [Environment.from_row(row) for row in rows]
 
