@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import random
@@ -336,6 +337,11 @@ async def throughput(args: argparse.Namespace, database_url: str) -> tuple[Pass,
         secrets=SecretBox(SecretBox.generate_key()),
         health=HealthRule(INTERVAL_S),
     )
+    # As the server's lifespan does once started (api/app.py): what is loaded by now
+    # (modules, schema, metadata) is kept out of every full collection, which would
+    # otherwise walk it; measured without this, a probe cost ~0.15 ms more CPU.
+    gc.collect()
+    gc.freeze()
     try:
         with standin_process(args.standins, args.latency_ms) as (standins, pid):
             began = time.perf_counter()
