@@ -1,21 +1,26 @@
 """SQL statements per probe (issue 12): a probe step claims, writes and announces its
 results with a fixed number of statements however many probes it carries, on SQLite
-and on Postgres with the bus replicas use (NOTIFY). Counted with the engine's statement
-counter (what /metrics exports), on a fresh database per test; no timings.
+and on Postgres with the bus replicas use (NOTIFY); a cloud space's cached credential
+costs its grant check only. Counted with the engine's statement counter (what /metrics
+exports), on a fresh database per test; no timings.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
 from sqlmodel import col
 
+from core.clusters import credentials_for
 from core.events import SPACE_PROBED, EventBus, InProcessBus, Payload, PostgresBus
 from core.health import HealthRule
+from core.ids import new_id
 from core.probe_loop import ProbeLoop, ProbeSettings
 from core.rbac import Role, Viewer
 from core.secrets import SecretBox
@@ -24,8 +29,10 @@ from core.spaces import RegisterSpaceRequest, register
 from core.tokens import create_token
 from db.engine import Database
 from db.notify import PostgresNotifier
-from db.tables import Space
-from providers.credentials import ClusterCredentials
+from db.probes import ProbeTarget
+from db.tables import CloudAccount, ClusterGrant, Space
+from providers.credentials import ClusterCredentials, ClusterTarget, CredentialCache
+from providers.errors import AccessRevoked
 from providers.probe import ProbeOutcome
 from tests.support.factories import unique
 from tests.support.pki import CertificateAuthority
@@ -37,6 +44,7 @@ MANY = 30
 # claimer's look for the next due time (BEGIN, SELECT), the result write (BEGIN, SELECT
 # ... FOR UPDATE, UPDATE) and, on Postgres, one NOTIFY for all results.
 PASS_STATEMENTS = 8
+HOUR_ON = datetime.now(UTC) + timedelta(hours=1)
 
 
 @dataclass
@@ -196,4 +204,73 @@ async def test_notifications_sent_together_arrive_in_order(empty_backend: Backen
     finally:
         await notifier.unlisten("a")
         await notifier.unlisten("b")
+        await database.dispose()
+
+
+async def test_a_cached_cloud_credential_costs_only_its_grant_check(
+    empty_backend: Backend,
+) -> None:
+    """A cloud space's probe checks the grant before every use of its credential, and
+    reads the cloud account only when it has to mint."""
+    minted: list[ClusterTarget] = []
+
+    async def mint(target: ClusterTarget) -> ClusterCredentials:
+        minted.append(target)
+        return ClusterCredentials("https://127.0.0.1:6443", "ca", "t", expires_at=HOUR_ON)
+
+    database = Database(empty_backend.url)
+    await database.migrate()
+    services = Services(
+        database=database,
+        bus=InProcessBus(),
+        secrets=SecretBox(SecretBox.generate_key()),
+        health=HealthRule(3600),
+        credentials=CredentialCache(mint),
+    )
+    try:
+        async with services.unit() as unit:
+            org, _ = await create_token(unit, unique("org"), "ADMIN")
+            account = CloudAccount(
+                id=new_id("ca"),
+                org_id=org.id,
+                name=unique("account"),
+                provider="AWS",
+                credentials_ciphertext=services.secrets.seal({"accessKeyId": "a"}),
+                created_at=unit.now,
+            )
+            grant = ClusterGrant(
+                id=new_id("grant"),
+                cloud_account_id=account.id,
+                cluster_key="eu-west-1/c1",
+                region="eu-west-1",
+                cluster_name="c1",
+                granted_at=unit.now,
+            )
+            unit.session.add(account)
+            await unit.session.flush()
+            unit.session.add(grant)
+        space = ProbeTarget(
+            id=new_id("spc"),
+            org_id=org.id,
+            provider="AWS",
+            cloud_account_id=account.id,
+            config_json=json.dumps({"clusterName": "c1", "region": "eu-west-1"}),
+            secret_ciphertext=None,
+        )
+
+        async def statements_for_credentials() -> int:
+            before = database.statement_count
+            await credentials_for(services, space)
+            return database.statement_count - before
+
+        minting = await statements_for_credentials()
+        cached = await statements_for_credentials()
+        assert len(minted) == 1 and minted[0].account_credentials == {"accessKeyId": "a"}
+        assert cached == minting - 1  # the grant, not the account
+        async with services.unit() as unit:
+            await unit.session.execute(sa.delete(ClusterGrant))
+        with pytest.raises(AccessRevoked):
+            await credentials_for(services, space)  # cached, but no longer granted
+        assert services.credentials.cached(space.id) is None
+    finally:
         await database.dispose()
