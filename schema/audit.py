@@ -13,7 +13,6 @@ from __future__ import annotations
 import enum
 import inspect
 import json
-import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -33,7 +32,7 @@ from strawberry.scalars import JSON
 from strawberry.types import Info
 from strawberry.types.base import get_object_definition
 
-from core.audit import REDACTED, AuditCall
+from core.audit import REDACTED, AuditCall, without_userinfo
 from db import tables
 from resolvers import audit
 from resolvers.context import Context
@@ -44,10 +43,6 @@ from schema.types import Node
 # Put on an input field (`strawberry.field(metadata=SECRET)`) whose value must never be
 # recorded: credentials, keys, tokens, certificates.
 SECRET = {"secret": True}
-
-
-# scheme://userinfo@ at the start of a string: the userinfo may be a password.
-URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/?#@]*@")
 
 
 def _is_secret(field: Any) -> bool:
@@ -77,7 +72,7 @@ def redacted(value: Any, kind: GraphQLInputType, ids: list[str]) -> Any:
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, str):
-        return URL_USERINFO.sub(rf"\g<scheme>{REDACTED}@", value)
+        return without_userinfo(value)
     return value
 
 
