@@ -22,6 +22,7 @@ from api import graphiql
 from api.graphql_view import GraphQLView, TransportLimits
 from api.kubeconfig_route import kubeconfig_endpoint
 from api.settings import Settings
+from api.shared_subscriptions import SharedSubscriptions
 from core.events import EventBus, InProcessBus, PostgresBus
 from core.health import HealthRule
 from core.housekeeping import Housekeeping
@@ -90,6 +91,7 @@ class ProcessMetrics:
     """What the process itself counts: SQL statements and event subscriptions."""
 
     services: Services
+    shared: SharedSubscriptions
 
     def samples(self) -> list[Sample]:
         return [
@@ -102,8 +104,14 @@ class ProcessMetrics:
             Sample(
                 "spacedock_event_subscribers",
                 "gauge",
-                "Event-bus subscriptions open in this process.",
-                self.services.bus.subscriber_count,
+                "Subscriptions receiving events in this process.",
+                self.shared.listening_members,
+            ),
+            Sample(
+                "spacedock_subscription_groups",
+                "gauge",
+                "Subscriptions run once for all who would see the same (one per group).",
+                self.shared.group_count,
             ),
         ]
 
@@ -149,7 +157,7 @@ def create_app(settings: Settings) -> Starlette:
     housekeeping = Housekeeping(services, settings.audit_retention_days, view.sessions)
     reconciler = Reconciler(services)
     metric_sources: list[MetricSource] = [
-        ProcessMetrics(services),
+        ProcessMetrics(services, view.shared),
         probes.stats,
         reconciler.stats,
         housekeeping.stats,

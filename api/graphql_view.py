@@ -17,41 +17,52 @@ protocol message closes the socket with 4400.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
 import re
 import uuid
 from collections import Counter
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from cross_web import AsyncHTTPRequestAdapter, HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
-from starlette.websockets import WebSocket
-from strawberry.asgi import GraphQL
+from starlette.websockets import WebSocket, WebSocketDisconnect
+from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
 from strawberry.http import GraphQLRequestData
 from strawberry.http.parse_content_type import parse_content_type
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
+    Operation,
 )
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
+    CompleteMessage,
     ErrorMessage,
 )
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
     Message as WSMessage,
 )
+from strawberry.types.execution import ExecutionResult, PreExecutionError
+from strawberry.types.graphql import OperationType
 
 from api import graphiql
+from api.shared_subscriptions import GroupKey, SharedSubscriptions
 from core.auth import Unauthenticated, authenticate
+from core.rbac import Viewer
 from core.services import Services, utcnow
 from core.sessions import Session, Sessions, expiry_reason
 from db.outages import is_unavailable, outages
 from resolvers.context import Context
+from resolvers.subscriptions import SubscriptionMode
 from schema.build import schema
+from schema.parse_cache import operation_type
 
 log = logging.getLogger("spacedock.transport")
 
@@ -349,6 +360,102 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
         # starts in its own turn and other clients are served in between.
         await asyncio.sleep(0)
 
+    async def run_operation(self, operation: Operation[Context, None]) -> None:
+        """A subscription joins the group of those who would see the same
+        (api.shared_subscriptions) once its own checks pass; anything else runs alone."""
+        viewer = self.context.viewer
+        kind = operation_type(operation.query, operation.operation_name)
+        if viewer is None or kind is not OperationType.SUBSCRIPTION:
+            await super().run_operation(operation)
+            return
+        try:
+            if not await self.admit(operation):
+                return
+            key = GroupKey.of(
+                operation.query, operation.operation_name, operation.variables, viewer
+            )
+            member = Subscriber(self, operation.id)
+            stream = partial(self.group_stream, operation, viewer)
+            await self.view.shared.attend(key, member, stream)
+            await operation.send_operation_message(
+                CompleteMessage(id=operation.id, type="complete")
+            )
+        except Exception as error:
+            if type(error).__name__ == "_OperationStreamClosed":  # strawberry closed it 4400
+                return
+            await self.handle_task_exception(error)
+            with contextlib.suppress(Exception):
+                await operation.send_operation_message({"id": operation.id, "type": "complete"})
+            self.operations.pop(operation.id, None)
+            raise
+
+    async def admit(self, operation: Operation[Context, None]) -> bool:
+        """Runs the subscription's own checks for this subscriber; a refusal is answered
+        here as strawberry answers it (an error, or `next` with errors and `complete`)."""
+        checks = await self.schema.subscribe(
+            operation.query,
+            variable_values=operation.variables,
+            context_value=self.context,
+            root_value=SubscriptionMode(admit_only=True),
+            operation_name=operation.operation_name,
+        )
+        async with contextlib.aclosing(checks):
+            async for result in checks:
+                if isinstance(result, PreExecutionError):
+                    await self._handle_pre_execution_error(operation, result)
+                    return False
+                await operation.send_next(result)
+                await operation.send_operation_message(
+                    CompleteMessage(id=operation.id, type="complete")
+                )
+                return False
+        return True
+
+    async def group_stream(
+        self, operation: Operation[Context, None], viewer: Viewer, on_listening: Callable[[], None]
+    ) -> AsyncIterator[ExecutionResult]:
+        """The group's one run of the subscription, as a viewer of its key."""
+        context = Context(
+            services=self.view.services,
+            viewer=viewer,
+            over_websocket=True,
+            request_id=self.context.request_id,
+        )
+        return await self.schema.subscribe(  # type: ignore[return-value]
+            operation.query,
+            variable_values=operation.variables,
+            context_value=context,
+            root_value=SubscriptionMode(on_listening=on_listening),
+            operation_name=operation.operation_name,
+        )
+
+    async def deliver_next(self, operation_id: str, payload: str) -> None:
+        """One `next` frame with a payload serialised once for its whole group."""
+        if self.ended or operation_id not in self.operations:
+            return
+        viewer = self.context.viewer
+        if viewer is not None and (reason := expiry_reason(viewer, utcnow())) is not None:
+            await self.end_session(reason)
+            return
+        frame = f'{{"id":{json.dumps(operation_id)},"type":"next","payload":{payload}}}'
+        assert isinstance(self.websocket, ASGIWebSocketAdapter)
+        with contextlib.suppress(WebSocketDisconnect):  # its own handler sees it and cleans up
+            await self.websocket.ws.send_text(frame)
+
+
+@dataclass(eq=False)
+class Subscriber:
+    """One subscription operation of one connection, as a member of a shared group."""
+
+    handler: TransportWS
+    operation_id: str
+
+    async def deliver(self, payload: str) -> None:
+        await self.handler.deliver_next(self.operation_id, payload)
+
+    async def drop(self, code: int, reason: str) -> None:
+        await self.handler.websocket.close(code, reason)
+
 
 def message_problem(message: object) -> str | None:
     """Why a decoded frame is no graphql-transport-ws message; None when it may be handled."""
@@ -402,6 +509,7 @@ class GraphQLView(GraphQL[Context, None]):
         self.limits = limits or TransportLimits()
         self.subscriptions = SubscriptionCounts(self.limits.max_subscriptions_per_token)
         self.sessions = sessions or Sessions()
+        self.shared = SharedSubscriptions()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -29,18 +29,17 @@ Deliver = Callable[[str, str], None]
 
 
 class EventBus(Protocol):
-    @property
-    def subscriber_count(self) -> int:
-        """Subscriptions open in this process (the spacedock_event_subscribers gauge)."""
-        ...
-
     async def publish(self, channel: str, payload: Payload) -> None: ...
 
     async def publish_all(self, events: Sequence[tuple[str, Payload]]) -> None:
         """Several events, in order, at the cost of one (a probe step has one per probe)."""
         ...
 
-    def subscribe(self, channel: str) -> AsyncGenerator[Payload, None]: ...
+    def subscribe(
+        self, channel: str, on_listening: Callable[[], None] | None = None
+    ) -> AsyncGenerator[Payload, None]:
+        """Events on `channel` from when `on_listening` is called (at the first `anext`)."""
+        ...
 
 
 class InProcessBus:
@@ -51,10 +50,6 @@ class InProcessBus:
     def __init__(self, queue_size: int = 1000) -> None:
         self.queue_size = queue_size
         self._subscribers: dict[str, set[asyncio.Queue[Payload]]] = {}
-
-    @property
-    def subscriber_count(self) -> int:
-        return sum(len(queues) for queues in self._subscribers.values())
 
     async def publish(self, channel: str, payload: Payload) -> None:
         self.deliver(channel, payload)
@@ -71,8 +66,12 @@ class InProcessBus:
                 log.warning("subscriber on %s fell behind; dropped its oldest event", channel)
             queue.put_nowait(payload)
 
-    async def subscribe(self, channel: str) -> AsyncGenerator[Payload, None]:
+    async def subscribe(
+        self, channel: str, on_listening: Callable[[], None] | None = None
+    ) -> AsyncGenerator[Payload, None]:
         async with self._queue(channel) as queue:
+            if on_listening is not None:
+                on_listening()
             while True:
                 yield await queue.get()
 
@@ -118,10 +117,6 @@ class PostgresBus:
         self._local = InProcessBus()
         self._notifier = notifier_for(self._deliver)
 
-    @property
-    def subscriber_count(self) -> int:
-        return self._local.subscriber_count
-
     async def publish(self, channel: str, payload: Payload) -> None:
         await self._notifier.notify(channel, json.dumps(payload, separators=(",", ":")))
 
@@ -130,10 +125,12 @@ class PostgresBus:
             [(channel, json.dumps(payload, separators=(",", ":"))) for channel, payload in events]
         )
 
-    async def subscribe(self, channel: str) -> AsyncGenerator[Payload, None]:
+    async def subscribe(
+        self, channel: str, on_listening: Callable[[], None] | None = None
+    ) -> AsyncGenerator[Payload, None]:
         await self._notifier.listen(channel)
         try:
-            async with aclosing(self._local.subscribe(channel)) as events:
+            async with aclosing(self._local.subscribe(channel, on_listening)) as events:
                 async for payload in events:
                     yield payload
         finally:

@@ -24,6 +24,7 @@ from providers.errors import ProviderError
 from resolvers.context import Context
 from resolvers.mutations import Outcome, run
 from resolvers.pagination import window
+from resolvers.subscriptions import SubscriptionMode
 
 
 def ready(row: CloudSpace) -> bool:
@@ -101,7 +102,7 @@ async def delete(context: Context, cloud_space_id: str, confirm_name: str) -> Ou
 
 
 async def phase_events(
-    context: Context, cloud_space_id: str | None
+    context: Context, mode: SubscriptionMode, cloud_space_id: str | None
 ) -> AsyncGenerator[CloudSpaceEvent, None]:
     """Every phase or message change of the caller's org's CloudSpaces (of one, when
     `cloud_space_id` is given), read fresh per event, until the subscriber goes away."""
@@ -111,7 +112,10 @@ async def phase_events(
         context.fresh_loaders()
         if await context.loaders.cloud_space.load(cloud_space_id) is None:
             raise ApiError("NOT_FOUND", f"No CloudSpace with id {cloud_space_id!r}.")
-    async with aclosing(context.services.bus.subscribe(CLOUDSPACE_PHASE)) as announcements:
+    if mode.admit_only:
+        return
+    bus = context.services.bus
+    async with aclosing(bus.subscribe(CLOUDSPACE_PHASE, mode.on_listening)) as announcements:
         async for announced in announcements:
             if announced.get("org_id") != caller.org_id:
                 continue

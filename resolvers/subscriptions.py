@@ -10,14 +10,19 @@ event.
 A `spaceId` the caller cannot see is refused with NOT_FOUND before anything is
 streamed: an unknown id and another org's id get the same answer, so the refusal
 tells nothing about other orgs, while a typo does not wait silently forever.
+
+The transport runs each subscription twice over (`api.shared_subscriptions`): once per
+subscriber with `SubscriptionMode(admit_only=True)`, which makes these checks and stops,
+and once per group of subscribers who would all see the same, which streams.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from core.errors import ApiError
 from core.events import SPACE_PROBED, SPACE_STATUS
@@ -25,6 +30,20 @@ from db.tables import SpaceStatusEvent
 from resolvers.context import Context
 
 MAX_SPACE_IDS = 100
+
+
+@dataclass(frozen=True)
+class SubscriptionMode:
+    """How the transport runs a subscription operation (its root value)."""
+
+    # Make the subscription's checks (errors as usual), then end without streaming.
+    admit_only: bool = False
+    # Called once events published from then on will reach the stream.
+    on_listening: Callable[[], None] | None = None
+
+    @classmethod
+    def of(cls, root_value: Any) -> SubscriptionMode:
+        return root_value if isinstance(root_value, SubscriptionMode) else cls()
 
 
 async def followed_spaces(
@@ -49,15 +68,21 @@ async def followed_spaces(
 
 
 async def space_status_events(
-    context: Context, space_id: str | None, space_ids: Sequence[str] | None = None
+    context: Context,
+    mode: SubscriptionMode,
+    space_id: str | None,
+    space_ids: Sequence[str] | None = None,
 ) -> AsyncGenerator[SpaceStatusEvent, None]:
     """Every status event of the caller's org (of the given spaces, when any are), in the
     order they were published, until the subscriber goes away."""
     caller = context.caller
     followed = await followed_spaces(context, space_id, space_ids)
+    if mode.admit_only:
+        return
     # aclosing: when the subscriber leaves while we wait to deliver, the bus queue
     # must be released now, not whenever the generator is garbage collected.
-    async with aclosing(context.services.bus.subscribe(SPACE_STATUS)) as announcements:
+    bus = context.services.bus
+    async with aclosing(bus.subscribe(SPACE_STATUS, mode.on_listening)) as announcements:
         async for announced in announcements:
             if announced.get("org_id") != caller.org_id:
                 continue
@@ -88,11 +113,16 @@ class Probed:
     failures: int
 
 
-async def space_probes(context: Context, space_ids: Sequence[str]) -> AsyncGenerator[Probed, None]:
+async def space_probes(
+    context: Context, mode: SubscriptionMode, space_ids: Sequence[str]
+) -> AsyncGenerator[Probed, None]:
     """Every probe result of the given spaces (at most 100), until the subscriber leaves."""
     caller = context.caller
     followed = await followed_spaces(context, None, space_ids) or set()
-    async with aclosing(context.services.bus.subscribe(SPACE_PROBED)) as announcements:
+    if mode.admit_only:
+        return
+    bus = context.services.bus
+    async with aclosing(bus.subscribe(SPACE_PROBED, mode.on_listening)) as announcements:
         async for announced in announcements:
             if announced.get("org_id") != caller.org_id:
                 continue

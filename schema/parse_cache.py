@@ -13,8 +13,11 @@ import contextlib
 from collections.abc import Iterator
 from functools import lru_cache
 
-from graphql import DocumentNode, GraphQLError, parse
+from graphql import DocumentNode, GraphQLError, get_operation_ast, parse
 from strawberry.extensions import SchemaExtension
+from strawberry.types.graphql import OperationType
+
+from schema.limits import MAX_TOKENS
 
 PARSED_KEPT = 256
 
@@ -22,6 +25,17 @@ PARSED_KEPT = 256
 @lru_cache(maxsize=PARSED_KEPT)
 def _parsed(query: str, max_tokens: int | None) -> DocumentNode:
     return parse(query, max_tokens=max_tokens)
+
+
+def operation_type(query: str, operation_name: str | None) -> OperationType | None:
+    """The type of the operation a request would run; None when the text does not parse
+    within the token limit or names no single operation (strawberry then answers it)."""
+    try:
+        document = _parsed(query, MAX_TOKENS)
+    except GraphQLError:
+        return None
+    operation = get_operation_ast(document, operation_name)
+    return None if operation is None else OperationType(operation.operation.value)
 
 
 class ParsedDocuments(SchemaExtension):

@@ -39,7 +39,8 @@ class Subscription:
             ),
         ] = None,
     ) -> AsyncGenerator[SpaceStatusEvent, None]:
-        found = subscriptions.space_status_events(info.context, space_id, space_ids)
+        mode = subscriptions.SubscriptionMode.of(info.root_value)
+        found = subscriptions.space_status_events(info.context, mode, space_id, space_ids)
         async with aclosing(found) as events:
             async for row in events:
                 yield SpaceStatusEvent.from_row(row)
@@ -59,7 +60,8 @@ class Subscription:
             ),
         ],
     ) -> AsyncGenerator[ProbeEvent, None]:
-        async with aclosing(subscriptions.space_probes(info.context, space_ids)) as probes:
+        mode = subscriptions.SubscriptionMode.of(info.root_value)
+        async with aclosing(subscriptions.space_probes(info.context, mode, space_ids)) as probes:
             async for probed in probes:
                 yield ProbeEvent(
                     space_id=strawberry.ID(probed.space_id),
@@ -87,6 +89,8 @@ class Subscription:
             strawberry.argument(description="Only this CloudSpace's changes; null: all of them."),
         ] = None,
     ) -> AsyncGenerator[CloudSpaceEvent, None]:
-        async with aclosing(cloudspaces.phase_events(info.context, cloud_space_id)) as events:
+        mode = subscriptions.SubscriptionMode.of(info.root_value)
+        found = cloudspaces.phase_events(info.context, mode, cloud_space_id)
+        async with aclosing(found) as events:
             async for row in events:
                 yield CloudSpaceEvent.from_row(row)

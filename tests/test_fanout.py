@@ -1,6 +1,7 @@
 """Status fan-out costs O(events), not O(subscribers) (issue 12), and sharing an event's
-read never lets it reach a subscriber who may not see it: through the real server, with
-real graphql-transport-ws clients, counting SQL statements on the server's /metrics.
+read or its execution never lets it reach a subscriber who may not see it: through the
+real server, with real graphql-transport-ws clients, counting SQL statements and
+subscription groups on the server's /metrics.
 """
 
 from __future__ import annotations
@@ -11,13 +12,18 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from strawberry.types.execution import ExecutionResult
 
+from api.shared_subscriptions import GroupKey, SharedSubscriptions
+from core.rbac import Role, Viewer
 from tests.conftest import Org
 from tests.support.factories import register_generic_space, set_space_status
-from tests.support.server import Server
+from tests.support.graphql import GraphQL
+from tests.support.server import Server, mint_token
 from tests.test_subscriptions import Live, subscribers, subscribers_reach
 
 STATEMENTS = "spacedock_sql_statements_total"
+GROUPS = "spacedock_subscription_groups"
 QUIET_FOR_S = 0.6
 WAIT_S = 15.0
 
@@ -123,3 +129,101 @@ async def test_an_event_reaches_each_org_only_with_what_it_may_see(
             assert event["space"]["name"] == theirs_space["name"]
         for live in ours + theirs:
             await live.assert_quiet()  # nothing of the other org came after
+
+
+async def groups(server: Server) -> int:
+    return int(await asyncio.to_thread(server.metric, GROUPS))
+
+
+async def test_subscribers_who_would_see_the_same_share_one_run_and_each_gets_its_own(
+    server: Server, org: Org, other_org: Org
+) -> None:
+    # Two people of one org and role (two viewer tokens) share one run of the same
+    # document; the org's admin runs apart, and so does another org's viewer.
+    second_viewer = GraphQL(
+        server.url, server.ws_url, await mint_token(server.backend.url, org.name, "viewer")
+    )
+    ours_space = await register_generic_space(org.editor)
+    theirs_space = await register_generic_space(other_org.editor)
+    async with subscribed(server, [org.viewer, second_viewer], 2) as viewers:
+        assert await groups(server) == 1
+        async with (
+            subscribed(server, [org.admin], 1) as admins,
+            subscribed(server, [other_org.viewer], 1) as theirs,
+        ):
+            assert await groups(server) == 3
+            await set_space_status(org.editor, ours_space["id"], "INACTIVE")
+            await set_space_status(other_org.editor, theirs_space["id"], "INACTIVE")
+            for live in viewers + admins:
+                event = await live.next_for(ours_space["id"])
+                assert (event["status"], event["space"]["name"]) == ("INACTIVE", ours_space["name"])
+            event = await theirs[0].next_for(theirs_space["id"])
+            assert event["space"]["name"] == theirs_space["name"]
+            for live in viewers + admins + theirs:
+                await live.assert_quiet()  # nothing of the other org came after
+    await subscribers_reach(server, 0)
+    assert await groups(server) == 0  # the last one out stopped each run
+
+
+class Recorder:
+    """A member that takes every frame."""
+
+    def __init__(self) -> None:
+        self.payloads: list[str] = []
+        self.got = asyncio.Event()
+
+    async def deliver(self, payload: str) -> None:
+        self.payloads.append(payload)
+        self.got.set()
+
+    async def drop(self, code: int, reason: str) -> None:
+        raise AssertionError("a member that takes its frames is never dropped")
+
+
+class Stuck:
+    """A member whose socket takes nothing (a client that stopped reading)."""
+
+    def __init__(self) -> None:
+        self.dropped: asyncio.Future[tuple[int, str]] = asyncio.get_running_loop().create_future()
+
+    async def deliver(self, payload: str) -> None:
+        await asyncio.Event().wait()
+
+    async def drop(self, code: int, reason: str) -> None:
+        self.dropped.set_result((code, reason))
+
+
+async def test_a_member_that_takes_nothing_is_closed_and_never_holds_up_the_rest() -> None:
+    # No server can stand in for a client whose socket buffers are full (it would take
+    # megabytes of events to fill loopback's), so the group meets such a member directly.
+    events: asyncio.Queue[ExecutionResult] = asyncio.Queue()
+    listening = asyncio.Event()
+
+    async def stream(on_listening: Any) -> Any:
+        async def results() -> Any:
+            on_listening()
+            listening.set()
+            while True:
+                yield await events.get()
+
+        return results()
+
+    shared = SharedSubscriptions(send_timeout_s=0.2)
+    viewer = Viewer(org_id="org_1", org_name="acme", role=Role.VIEWER)
+    key = GroupKey.of("subscription { x }", None, None, viewer)
+    stuck, recorder = Stuck(), Recorder()
+    attending = [
+        asyncio.create_task(shared.attend(key, member, stream)) for member in (stuck, recorder)
+    ]
+    await asyncio.wait_for(listening.wait(), WAIT_S)
+    assert shared.listening_members == 2
+    events.put_nowait(ExecutionResult(data={"x": 1}, errors=None))
+    await asyncio.wait_for(recorder.got.wait(), WAIT_S)
+    assert recorder.payloads == ['{"data": {"x": 1}}']
+    code, reason = await asyncio.wait_for(stuck.dropped, WAIT_S)
+    assert code == 1013 and "too slow" in reason
+    assert shared.listening_members == 1
+    for task in attending:
+        task.cancel()
+    await asyncio.gather(*attending, return_exceptions=True)
+    assert shared.group_count == 0

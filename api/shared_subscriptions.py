@@ -1,0 +1,203 @@
+"""Subscriptions that run once per group of subscribers who would see the same (issue 12).
+
+A status change used to be executed once per subscriber: each ran the selection set,
+serialised the result and sent it, so an event cost O(subscribers) of GraphQL work and
+5,000 subscribers took seconds, with every other client waiting behind them. Frontends
+send the same few subscription documents, so here the subscribers of one document,
+operation name and variables who may see the same form a group. The group runs the
+subscription once, serialises each result once, and hands the same text to every member.
+
+Who may see the same: one org and one role with the same policies. Nothing a subscription
+selects depends on who holds the credential (no field below Subscription reads the
+subject or the token), so two people of one org and role share a group, while another
+org or role never does.
+
+Each subscriber is still checked on its own before it joins (`admit`): the subscription's
+argument checks run for it with its own context (SubscriptionMode(admit_only=True)), so a
+foreign spaceId is NOT_FOUND for that subscriber whatever a group already runs. Its
+session, credential expiry and subscription count stay its connection's.
+
+A member whose socket cannot take a frame within SEND_TIMEOUT_S (a client that stopped
+reading, with its buffers full) is closed with 1013 rather than holding up the others;
+between chunks of FAN_OUT_CHUNK members the fan-out yields, so other clients' requests
+are served during a large one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from strawberry.types.execution import ExecutionResult
+
+from core.rbac import Viewer
+
+log = logging.getLogger("spacedock.transport")
+
+SEND_TIMEOUT_S = 5.0
+FAN_OUT_CHUNK = 64
+WS_TRY_AGAIN_LATER = 1013
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    """What a group's members share: the operation and what they may see."""
+
+    query: str
+    operation_name: str | None
+    variables: str  # canonical JSON
+    org_id: str
+    role: str
+    permissions: tuple[str, ...]
+
+    @classmethod
+    def of(
+        cls,
+        query: str,
+        operation_name: str | None,
+        variables: dict[str, Any] | None,
+        viewer: Viewer,
+    ) -> GroupKey:
+        return cls(
+            query=query,
+            operation_name=operation_name,
+            variables=json.dumps(variables or {}, sort_keys=True, separators=(",", ":")),
+            org_id=viewer.org_id,
+            role=viewer.role_name,
+            permissions=tuple(sorted(viewer.permissions)),
+        )
+
+
+class Member(Protocol):
+    """One subscriber: one operation on one connection."""
+
+    async def deliver(self, payload: str) -> None:
+        """Sends one `next` frame whose payload is this JSON text."""
+        ...
+
+    async def drop(self, code: int, reason: str) -> None:
+        """Closes the subscriber's connection."""
+        ...
+
+
+# Starts the group's one run of the subscription; `on_listening` is called once
+# published events will reach it.
+StartStream = Callable[[Callable[[], None]], Awaitable[AsyncIterator[ExecutionResult]]]
+
+
+def payload_text(result: ExecutionResult) -> str:
+    """The `next` payload of a result, as graphql-transport-ws sends it."""
+    payload: dict[str, Any] = {"data": result.data}
+    if result.errors:
+        payload["errors"] = [error.formatted for error in result.errors]
+    if result.extensions:
+        payload["extensions"] = result.extensions
+    return json.dumps(payload)
+
+
+class Group:
+    """The members of one key, and the one run of their subscription."""
+
+    def __init__(
+        self, key: GroupKey, on_end: Callable[[Group], None], send_timeout_s: float
+    ) -> None:
+        self.key = key
+        self.send_timeout_s = send_timeout_s
+        self.members: dict[Member, None] = {}  # ordered: delivered in joining order
+        self.listening = False
+        self.ended = asyncio.Event()
+        self._on_end = on_end
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, stream: StartStream) -> None:
+        self._task = asyncio.create_task(self._run(stream), name="shared subscription")
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    def _listening(self) -> None:
+        self.listening = True
+
+    async def _run(self, stream: StartStream) -> None:
+        try:
+            async with aclosing(await stream(self._listening)) as results:  # type: ignore[type-var]
+                async for result in results:
+                    await self._fan_out(payload_text(result))
+        except Exception:  # a bug: the members are completed rather than left waiting
+            log.exception("a shared subscription failed")
+        finally:
+            self._on_end(self)
+            self.ended.set()
+
+    async def _fan_out(self, payload: str) -> None:
+        for count, member in enumerate(list(self.members), start=1):
+            if member not in self.members:
+                continue  # it left during this fan-out
+            try:
+                async with asyncio.timeout(self.send_timeout_s):
+                    await member.deliver(payload)
+            except TimeoutError:
+                self.members.pop(member, None)
+                reason = f"too slow: did not take an event within {self.send_timeout_s:g} s"
+                _background(member.drop(WS_TRY_AGAIN_LATER, reason))
+            except (OSError, RuntimeError):
+                self.members.pop(member, None)  # its socket is gone; its handler cleans up
+            if count % FAN_OUT_CHUNK == 0:
+                await asyncio.sleep(0)
+
+
+_pending: set[asyncio.Task[None]] = set()
+
+
+def _background(work: Awaitable[None]) -> None:
+    async def run() -> None:
+        with contextlib.suppress(Exception):
+            await work
+
+    task = asyncio.create_task(run())
+    _pending.add(task)
+    task.add_done_callback(_pending.discard)
+
+
+class SharedSubscriptions:
+    """Every group of this process, by key."""
+
+    def __init__(self, send_timeout_s: float = SEND_TIMEOUT_S) -> None:
+        self.send_timeout_s = send_timeout_s
+        self._groups: dict[GroupKey, Group] = {}
+
+    @property
+    def group_count(self) -> int:
+        return len(self._groups)
+
+    @property
+    def listening_members(self) -> int:
+        """Subscribers whose events are streaming (the spacedock_event_subscribers gauge)."""
+        return sum(len(group.members) for group in self._groups.values() if group.listening)
+
+    async def attend(self, key: GroupKey, member: Member, stream: StartStream) -> None:
+        """Delivers the group's events to `member` until the group's stream ends; leaving
+        (cancelling this) takes the member out, and the last one out stops the group."""
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = Group(key, self._forget, self.send_timeout_s)
+            group.start(stream)
+        group.members[member] = None
+        try:
+            await group.ended.wait()
+        finally:
+            group.members.pop(member, None)
+            if not group.members:
+                group.stop()
+                self._forget(group)
+
+    def _forget(self, group: Group) -> None:
+        if self._groups.get(group.key) is group:
+            del self._groups[group.key]
