@@ -31,6 +31,7 @@ from core.metrics import MetricSource, Sample, exposition
 from core.probe_loop import ProbeLoop, ProbeSettings
 from core.reconciler import Reconciler
 from core.services import Services
+from core.token_cache import TokenCache
 from db.engine import Database
 from db.notify import PostgresNotifier
 from providers.oidc import OidcVerifier, Sso
@@ -39,7 +40,8 @@ from providers.probe import VersionProber
 log = logging.getLogger("spacedock")
 
 
-def build_services(settings: Settings) -> Services:
+def build_services(settings: Settings, serving: bool = True) -> Services:
+    """`serving`: for the server; False for a one-off command beside it (api.cli)."""
     database = Database(settings.database_url)
     # On Postgres, replicas share events through LISTEN/NOTIFY; SQLite means one process.
     bus: EventBus = (
@@ -72,6 +74,11 @@ def build_services(settings: Settings) -> Services:
             settings.oidc_role_claim,
         ),
         live_field_timeout_s=settings.live_field_timeout_s,
+        # A revocation waits out the TTL when another process may hold the token: always
+        # for a command beside the server, and on Postgres, whose replicas share the data.
+        token_cache=TokenCache(
+            settings.token_cache_ttl_s, others_may_cache=not (serving and database.is_sqlite)
+        ),
     )
 
 

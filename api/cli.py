@@ -44,7 +44,7 @@ async def _services(settings: Settings) -> AsyncIterator[Services]:
     """The server's services for a one-off command, on a migrated database."""
     from api.app import build_services
 
-    services = build_services(settings)
+    services = build_services(settings, serving=False)
     try:
         await services.database.migrate()
         yield services

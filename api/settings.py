@@ -125,6 +125,8 @@ class Settings:
     live_call_concurrency: int = 5
     live_calls_per_server: int = 64
     live_items_per_request: int = 5_000
+    # issue 12: how long a verified API token is held in memory (core.token_cache).
+    token_cache_ttl_s: float = 2.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -157,6 +159,7 @@ class Settings:
             live_call_concurrency=int(_number("SPACEDOCK_LIVE_CALL_CONCURRENCY", 5)),
             live_calls_per_server=int(_number("SPACEDOCK_LIVE_CALLS_PER_SERVER", 64)),
             live_items_per_request=int(_number("SPACEDOCK_LIVE_ITEMS_PER_REQUEST", 5_000)),
+            token_cache_ttl_s=_number("SPACEDOCK_TOKEN_CACHE_TTL_S", 2.0),
         )
 
     def secret_box(self) -> SecretBox:

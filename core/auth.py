@@ -1,6 +1,7 @@
 """Who is calling: one place turns an `Authorization` value into a Viewer, or says why not.
 
-API tokens (`sdk_…`) are looked up by hash. With SSO configured
+API tokens (`sdk_…`) are looked up by hash, and a verified one is held in memory for a
+moment (core.token_cache, which says why that keeps revocation exact). With SSO configured
 (SPACEDOCK_OIDC_ISSUER), any other bearer value is taken as a JWT from that issuer:
 its org claim must name an existing org, and its role claim (a string or a list)
 picks the first value naming a system or custom role of that org, else VIEWER. A
@@ -16,7 +17,7 @@ from typing import Any
 from core import roles, tokens
 from core.errors import Unauthenticated
 from core.rbac import CredentialKind, Role, Viewer
-from core.services import Services
+from core.services import Services, utcnow
 from db import orgs as org_repo
 from providers.oidc import OidcRefused, Sso
 
@@ -39,19 +40,34 @@ def bearer_of(authorization: str | None) -> str:
 
 
 async def authenticate(services: Services, authorization: str | None) -> Viewer:
-    """The caller for an Authorization value; Unauthenticated says why not.
-
-    The lookup reads only (on SQLite it never waits for the write lock); the once-a-minute
-    lastUsedAt write, when due, is a short unit of its own."""
+    """The caller for an Authorization value; Unauthenticated says why not."""
     credential = bearer_of(authorization)
     if services.sso is not None and not credential.startswith(tokens.PREFIX):
         return await _from_jwt(services, services.sso, credential)
-    async with services.unit(read_only=True) as unit:
-        viewer, used_long_ago = await tokens.authenticate_token(unit, credential)
-    if used_long_ago and viewer.token_id is not None:
+    return await _from_api_token(services, credential)
+
+
+async def _from_api_token(services: Services, credential: str) -> Viewer:
+    """From the cache while it holds the token, else one lookup that reads only (on SQLite
+    it never waits for the write lock); the once-a-minute lastUsedAt write, when due, is a
+    short unit of its own."""
+    cache = services.token_cache
+    hashed = tokens.token_hash(credential)
+    now = utcnow()
+    entry = cache.get(hashed)
+    if entry is None:
+        ticket = cache.ticket()
+        async with services.unit(read_only=True) as unit:
+            viewer, last_used_at = await tokens.verify(unit, hashed)
+        entry = cache.put(hashed, ticket, viewer, last_used_at)
+    elif entry.viewer.expires_at is not None and entry.viewer.expires_at <= now:
+        cache.drop(hashed)
+        raise Unauthenticated(tokens.expired_message(entry.viewer.expires_at))
+    if tokens.last_used_due(entry.last_used_at, now) and entry.viewer.token_id is not None:
+        entry.last_used_at = now  # claimed first, so concurrent requests do not write it too
         async with services.unit() as unit:
-            await tokens.mark_used(unit, viewer.token_id)
-    return viewer
+            await tokens.mark_used(unit, entry.viewer.token_id)
+    return entry.viewer
 
 
 async def _from_jwt(services: Services, sso: Sso, token: str) -> Viewer:

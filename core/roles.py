@@ -119,6 +119,7 @@ async def update(unit: Unit, viewer: Viewer, role_id: str, policies: Sequence[st
     problems.raise_if_any()
     row.policies_json = json.dumps(list(checked))
     await owned.add(unit.session, row)
+    unit.credentials_changed = True  # tokens holding the role get the new policies at once
     return view_of(row)
 
 
@@ -133,4 +134,5 @@ async def delete(unit: Unit, viewer: Viewer, role_id: str) -> str:
         )
     await org_rows.detach_revoked_tokens(unit.session, row.id)
     await owned.remove(unit.session, row)
+    unit.credentials_changed = True
     return row.id

@@ -1,7 +1,8 @@
 """What every request and loop shares: database, bus, secrets and the health rule.
 
 `Services.unit()` is the one transaction of a request or loop step; events
-recorded on it are published only after it commits.
+recorded on it are published only after it commits, and a credential change recorded on
+it clears the verified tokens held in memory (core.token_cache).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from core.events import EventBus, Payload
 from core.health import HealthRule
 from core.live_calls import LiveCalls
 from core.secrets import SecretBox
+from core.token_cache import TokenCache
 from core.vclusters import CloudSpaceSettings
 from db.engine import Database
 from providers.credentials import CredentialCache
@@ -37,6 +39,8 @@ class Unit:
     outbox: list[tuple[str, Payload]] = field(default_factory=list)
     probe_soon: bool = False  # a space wants its first (or next) probe now
     reconcile_soon: bool = False  # a CloudSpace has work for the reconciler now
+    # A token was revoked or a role changed: verified tokens held in memory may be stale.
+    credentials_changed: bool = False
 
     def publish(self, channel: str, payload: Payload) -> None:
         self.outbox.append((channel, payload))
@@ -66,6 +70,8 @@ class Services:
     sso: Sso | None = None
     # How long a live field (Space.namespaces) waits on one cluster before it gives up.
     live_field_timeout_s: float = 2.0
+    # Verified API tokens held for a moment, so a request skips the lookup (issue 12).
+    token_cache: TokenCache = field(default_factory=TokenCache)
     # Status events read once per process for all their subscribers (issue 12).
     event_reads: SharedEventReads = field(init=False)
 
@@ -79,12 +85,16 @@ class Services:
         async with self.database.transaction(read_only) as session:
             unit = Unit(session)
             yield unit
+        if unit.credentials_changed:
+            self.token_cache.clear()
         if unit.outbox:
             await self.bus.publish_all(unit.outbox)
         if unit.probe_soon:
             self.probe_wanted.set()
         if unit.reconcile_soon:
             self.reconcile_wanted.set()
+        if unit.credentials_changed:
+            await self.token_cache.outlast_other_processes()
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from core import cloudspaces, roles
 from core.errors import Problems, Unauthenticated, UserErrors
@@ -135,6 +135,7 @@ async def revoke(unit: Unit, viewer: Viewer, token_id: str) -> ApiToken:
     if row.revoked_at is None:
         row.revoked_at = unit.now
         await owned.add(unit.session, row)
+        unit.credentials_changed = True
     return row
 
 
@@ -158,18 +159,26 @@ async def revoke_by_operator(unit: Unit, org_name: str, token_id: str) -> ApiTok
         return None
 
 
-async def authenticate_token(unit: Unit, token: str) -> tuple[Viewer, bool]:
-    """The Viewer for an API token, and whether its lastUsedAt is due a write (a minute
-    has passed); Unauthenticated when it is unknown, revoked or expired."""
-    found = await org_rows.token_with_org(unit.session, token_hash(token))
+def expired_message(expires_at: datetime) -> str:
+    return f"This API token expired at {expires_at:%Y-%m-%dT%H:%M:%SZ}."
+
+
+def last_used_due(last_used_at: datetime | None, now: datetime) -> bool:
+    """Whether lastUsedAt is due a write: never written, or a minute has passed."""
+    return last_used_at is None or now - last_used_at >= LAST_USED_EVERY
+
+
+async def verify(unit: Unit, hashed: str) -> tuple[Viewer, datetime | None]:
+    """The Viewer for the API token with this hash (`token_hash`), and its lastUsedAt;
+    Unauthenticated when it is unknown, revoked or expired."""
+    found = await org_rows.token_with_org(unit.session, hashed)
     if found is None:
         raise Unauthenticated("Unknown API token.")
     row, org, custom_row = found
     if row.revoked_at is not None:
         raise Unauthenticated(f"This API token was revoked at {row.revoked_at:%Y-%m-%dT%H:%M:%SZ}.")
     if row.expires_at is not None and row.expires_at <= unit.now:
-        raise Unauthenticated(f"This API token expired at {row.expires_at:%Y-%m-%dT%H:%M:%SZ}.")
-    due = row.last_used_at is None or unit.now - row.last_used_at >= LAST_USED_EVERY
+        raise Unauthenticated(expired_message(row.expires_at))
     viewer = Viewer(
         org_id=org.id,
         org_name=org.name,
@@ -180,7 +189,7 @@ async def authenticate_token(unit: Unit, token: str) -> tuple[Viewer, bool]:
         token_id=row.id,
         expires_at=row.expires_at,
     )
-    return viewer, due
+    return viewer, row.last_used_at
 
 
 async def mark_used(unit: Unit, token_id: str) -> None:

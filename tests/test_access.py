@@ -8,7 +8,7 @@ grants exactly its policies. No org sees or touches another's roles or tokens.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -264,31 +264,47 @@ async def test_a_role_in_use_cannot_be_deleted_until_its_tokens_are_revoked(org:
 
 
 async def test_an_expired_token_is_refused(server: Server, org: Org) -> None:
-    """Expiry is checked on every request: a token whose expiresAt passed is refused."""
+    """Expiry is checked on every request, also while the server holds the verified token
+    in memory: a token is refused once its expiresAt has passed, and one already expired
+    when first sent is refused too."""
     token, caller = await create_token(org.admin, "VIEWER", days=1)
-    assert (await caller.post(WHO))[0] == 200
-    await expire_token(server, token["id"])
-    status, body = await caller.post(WHO)
+    expires_at = datetime.now(UTC) + timedelta(seconds=3)
+    await set_expiry(server, token["id"], expires_at)
+    # Asked without pause until refused, so the server holds a fresh copy when expiry passes.
+    deadline = expires_at + timedelta(seconds=15)
+    while True:
+        sent_at = datetime.now(UTC)
+        status, body = await caller.post(WHO)
+        if status != 200:
+            break
+        assert sent_at < expires_at, "served after its expiry"
+        assert sent_at < deadline, "never refused"
+    assert status == 401
+    assert datetime.now(UTC) >= expires_at
+    assert "expired" in body["errors"][0]["message"]
+
+    expired, late_caller = await create_token(org.admin, "VIEWER", days=1)
+    await set_expiry(server, expired["id"], datetime.now(UTC) - timedelta(days=1))
+    status, body = await late_caller.post(WHO)
     assert status == 401
     assert "expired" in body["errors"][0]["message"]
 
 
-async def expire_token(server: Server, token_id: str) -> None:
-    """Moves a token's expiry into the past, as a day passing would."""
+async def set_expiry(server: Server, token_id: str, expires_at: datetime) -> None:
+    """Moves a token's expiry, as a shorter lifetime than the API's least (a day) would."""
     import sqlalchemy as sa
+    from sqlmodel import col
 
     from db.engine import Database
+    from db.tables import ApiToken
 
     database = Database(server.backend.url)
     try:
         async with database.transaction() as session:
             await session.execute(
-                sa.text(
-                    "UPDATE api_tokens SET expires_at = created_at - interval '1 day' WHERE id = :id"
-                    if server.backend.name == "postgres"
-                    else "UPDATE api_tokens SET expires_at = datetime(created_at, '-1 day') WHERE id = :id"
-                ),
-                {"id": token_id},
+                sa.update(ApiToken)
+                .where(col(ApiToken.id) == token_id)
+                .values(expires_at=expires_at)
             )
     finally:
         await database.dispose()

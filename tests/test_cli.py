@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import stat
@@ -9,16 +10,28 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from core.secrets import SecretBox
 from tests.support.graphql import GraphQL
 from tests.support.server import REPO, Server
+
+# Every process on one database holds verified tokens as long (core/token_cache.py): the
+# server and each command alike. Longer than the default, so that a revocation that did
+# not wait out the server's copy would be seen to work on.
+TOKEN_CACHE = {"SPACEDOCK_TOKEN_CACHE_TTL_S": "5"}
+
+
+@pytest.fixture(scope="module")
+def server_env() -> dict[str, str]:
+    return TOKEN_CACHE
 
 
 def spacedock(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "api", *args],
         cwd=REPO,
-        env={**os.environ, **env},
+        env={**os.environ, **TOKEN_CACHE, **env},
         capture_output=True,
         text=True,
         timeout=60,
@@ -103,6 +116,33 @@ async def test_token_list_and_revoke_end_a_token_at_once(server: Server) -> None
     unknown = spacedock("token", "revoke", "--org", "ci-org", "tok_nope", env=env)
     assert unknown.returncode == 2
     assert "has no token tok_nope" in unknown.stderr
+
+
+async def test_a_token_in_use_is_refused_once_the_revoke_command_returns(server: Server) -> None:
+    """The server holds a verified token in memory (core/token_cache.py) and it is in use
+    while `spacedock token revoke` runs in another process: once the command returns, the
+    server refuses it."""
+    env = {"SPACEDOCK_DATABASE_URL": server.backend.url, "SPACEDOCK_SECRET_KEY": server.secret_key}
+    made = spacedock("token", "create", "--org", "busy-org", "--role", "viewer", env=env)
+    assert made.returncode == 0, made.stderr
+    caller = GraphQL(server.url, server.ws_url, made.stdout.strip().splitlines()[-1])
+    token_id = spacedock("token", "list", "--org", "busy-org", env=env).stdout.splitlines()[1]
+    returned = asyncio.Event()
+
+    async def keep_using() -> None:
+        while not returned.is_set():
+            await caller.post("{ viewer { role } }")
+
+    using = asyncio.create_task(keep_using())
+    revoked = await asyncio.to_thread(
+        spacedock, "token", "revoke", "--org", "busy-org", token_id.split()[0], env=env
+    )
+    returned.set()
+    await using
+    assert revoked.returncode == 0, revoked.stderr
+    status, body = await caller.post("{ viewer { role } }")
+    assert status == 401
+    assert "revoked" in body["errors"][0]["message"]
 
 
 def test_without_a_secret_key_a_development_key_is_kept_beside_the_database(
