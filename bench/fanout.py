@@ -86,15 +86,23 @@ class Subscribers:
         self.count = 0
         self.tasks: list[asyncio.Task[None]] = []
 
-    async def open(self, session: aiohttp.ClientSession, count: int) -> None:
+    async def open(self, session: aiohttp.ClientSession, count: int, per_connection: int) -> None:
         gate = asyncio.Semaphore(CONNECT_CONCURRENCY)
-        ready = [asyncio.get_running_loop().create_future() for _ in range(count)]
-        self.tasks = [asyncio.create_task(self._one(session, gate, done)) for done in ready]
+        shares = [min(per_connection, count - start) for start in range(0, count, per_connection)]
+        ready = [asyncio.get_running_loop().create_future() for _ in shares]
+        self.tasks = [
+            asyncio.create_task(self._one(session, gate, share, done))
+            for share, done in zip(shares, ready, strict=True)
+        ]
         await asyncio.gather(*ready)
         self.count = count
 
     async def _one(
-        self, session: aiohttp.ClientSession, gate: asyncio.Semaphore, ready: asyncio.Future[None]
+        self,
+        session: aiohttp.ClientSession,
+        gate: asyncio.Semaphore,
+        subscriptions: int,
+        ready: asyncio.Future[None],
     ) -> None:
         async with gate:
             socket = await session.ws_connect(self.url, protocols=("graphql-transport-ws",))
@@ -103,9 +111,10 @@ class Subscribers:
             )
             acknowledged = await socket.receive_json()
             assert acknowledged["type"] == "connection_ack", acknowledged
-            await socket.send_json(
-                {"type": "subscribe", "id": "1", "payload": {"query": SUBSCRIPTION}}
-            )
+            for number in range(subscriptions):
+                await socket.send_json(
+                    {"type": "subscribe", "id": str(number), "payload": {"query": SUBSCRIPTION}}
+                )
         ready.set_result(None)
         async for message in socket:
             if message.type != aiohttp.WSMsgType.TEXT:
@@ -129,13 +138,15 @@ class Subscribers:
         return self.received.pop(marker, [])
 
 
-async def client_main(url: str, token: str, count: int, timeout_s: float) -> None:
+async def client_main(
+    url: str, token: str, count: int, per_connection: int, timeout_s: float
+) -> None:
     """Child process: opens `count` subscriptions, says so, then answers `collect` lines
     on stdin with the receipt times of an event, until stdin closes."""
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
         subscribers = Subscribers(url, token)
-        await subscribers.open(session, count)
+        await subscribers.open(session, count, per_connection)
         print(json.dumps({"ready": count}), flush=True)
         reader = asyncio.StreamReader()
         await asyncio.get_running_loop().connect_read_pipe(
@@ -175,8 +186,13 @@ class Clients:
 
     @classmethod
     async def start(
-        cls, url: str, token: str, subscribers: int, processes: int, timeout_s: float
+        cls,
+        url: str,
+        token: str,
+        subscribers: int,
+        args: argparse.Namespace,
     ) -> Clients:
+        processes = args.clients
         shares = [
             subscribers // processes + (i < subscribers % processes) for i in range(processes)
         ]
@@ -190,8 +206,10 @@ class Clients:
                 token,
                 "--count",
                 str(share),
+                "--per-connection",
+                str(args.per_connection),
                 "--event-timeout",
-                str(timeout_s),
+                str(args.event_timeout),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 cwd=REPO,
@@ -254,7 +272,7 @@ class Target:
     async def subscribe(self, args: argparse.Namespace, size: int, token: str) -> None:
         rss, cpu = process_rss_kib(self.pid), process_cpu_s(self.pid)
         ws_url = self.url.replace("http://", "ws://")
-        self.clients = await Clients.start(ws_url, token, size, args.clients, args.event_timeout)
+        self.clients = await Clients.start(ws_url, token, size, args)
         deadline = time.monotonic() + args.event_timeout
         while (running := await asyncio.to_thread(self.subscribed)) < size:
             if time.monotonic() > deadline:
@@ -416,7 +434,8 @@ def middle(values: list[float]) -> str:
 def report(size: int, ours: Figures, them: Figures, args: argparse.Namespace) -> None:
     database = "Postgres (LISTEN/NOTIFY)" if args.postgres else "SQLite (in-process bus)"
     print(
-        f"\n{size:,} subscribers over {args.clients} client processes, {database}, "
+        f"\n{size:,} subscribers ({args.per_connection} per WebSocket) over {args.clients} "
+        f"client processes, {database}, "
         f"{args.events} quiet + {args.events} busy events per server; median (range)"
     )
     print(f"  {'':44}{'spacedock':>24}{'ceiling':>24}{'ratio':>8}")
@@ -472,6 +491,8 @@ async def main(args: argparse.Namespace) -> None:
     sizes = [int(size) for size in args.sizes.split(",")]
     if any(not 1 <= size <= MAX_SUBSCRIBERS for size in sizes):
         raise SystemExit(f"--sizes: each 1..{MAX_SUBSCRIBERS:,}")
+    if not 1 <= args.per_connection <= 100:
+        raise SystemExit("--per-connection: 1..100 (the server's limit per connection)")
     print(f"spacedock fan-out benchmark; machine at start: {load_average()}", flush=True)
     try:
         async with asyncio.timeout(args.time_limit):
@@ -489,6 +510,13 @@ def parse() -> argparse.Namespace:
     )
     parser.add_argument("--sizes", default="1000,5000", help="subscriber counts, comma-separated")
     parser.add_argument("--clients", type=int, default=4, help="client processes")
+    parser.add_argument(
+        "--per-connection",
+        type=int,
+        default=1,
+        help="subscriptions per WebSocket (1..100): past ~19,000 sockets this machine's "
+        "open-file limit (20,000) is reached, so 20,000 subscriptions need several per socket",
+    )
     parser.add_argument("--events", type=int, default=3, help="quiet + busy events per server")
     parser.add_argument("--event-timeout", type=float, default=60.0, help="seconds per event")
     parser.add_argument("--time-limit", type=float, default=1200.0, help="seconds in all")
@@ -503,7 +531,13 @@ if __name__ == "__main__":
     arguments = parse()
     if arguments.client:
         uvloop.run(
-            client_main(arguments.client, arguments.token, arguments.count, arguments.event_timeout)
+            client_main(
+                arguments.client,
+                arguments.token,
+                arguments.count,
+                arguments.per_connection,
+                arguments.event_timeout,
+            )
         )
     else:
         uvloop.run(main(arguments))
