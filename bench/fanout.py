@@ -72,6 +72,7 @@ HOLD = (
     "{ setSpaceStatus(input: $input) { space { id status } userErrors { field message } } }"
 )
 CONNECT_CONCURRENCY = 64  # handshakes in flight per client process
+READ_LIMIT = 16 * 1024 * 1024  # a client's line holds a receipt time per subscriber
 
 
 # -- client processes -------------------------------------------------------------------
@@ -213,6 +214,7 @@ class Clients:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 cwd=REPO,
+                limit=READ_LIMIT,
             )
             for share in shares
             if share
