@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from strawberry.types.execution import ExecutionResult
 
-from api.shared_subscriptions import GroupKey, SharedSubscriptions
+from api.shared_subscriptions import FAN_OUT_CHUNK, GroupKey, SharedSubscriptions
 from core.rbac import Role, Viewer
 from tests.conftest import Org
 from tests.support.factories import register_generic_space, set_space_status
@@ -227,3 +227,50 @@ async def test_a_member_that_takes_nothing_is_closed_and_never_holds_up_the_rest
         task.cancel()
     await asyncio.gather(*attending, return_exceptions=True)
     assert shared.group_count == 0
+
+
+async def test_a_large_fan_out_lets_other_work_run_between_chunks() -> None:
+    # What keeps an unrelated query fast during a fan-out to thousands: the group yields
+    # to the event loop after every FAN_OUT_CHUNK members instead of sending to all at once.
+    delivered: list[str] = []
+    events: asyncio.Queue[ExecutionResult] = asyncio.Queue()
+    listening, last_delivered = asyncio.Event(), asyncio.Event()
+    total = 5 * FAN_OUT_CHUNK
+
+    class Noting:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def deliver(self, payload: str) -> None:
+            delivered.append(self.name)
+            if self.name == f"member {total - 1}":
+                last_delivered.set()
+
+        async def drop(self, code: int, reason: str) -> None:
+            raise AssertionError("never dropped")
+
+    async def stream(on_listening: Any) -> Any:
+        async def results() -> Any:
+            on_listening()
+            listening.set()
+            while True:
+                yield await events.get()
+
+        return results()
+
+    async def other_work() -> None:
+        delivered.append("other work")
+
+    shared = SharedSubscriptions()
+    key = GroupKey.of("subscription { x }", None, None, Viewer("org_1", "acme", Role.VIEWER))
+    members = [Noting(f"member {number}") for number in range(total)]
+    attending = [asyncio.create_task(shared.attend(key, member, stream)) for member in members]
+    await asyncio.wait_for(listening.wait(), WAIT_S)
+    events.put_nowait(ExecutionResult(data={"x": 1}, errors=None))
+    asyncio.get_running_loop().call_soon(lambda: asyncio.create_task(other_work()))
+    await asyncio.wait_for(last_delivered.wait(), WAIT_S)
+    assert "other work" in delivered
+    assert delivered.index("other work") <= 2 * FAN_OUT_CHUNK  # not after all 320 members
+    for task in attending:
+        task.cancel()
+    await asyncio.gather(*attending, return_exceptions=True)
