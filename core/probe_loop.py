@@ -229,6 +229,10 @@ class ProbeLoop:
                 outcome = result.outcome
                 before = states[space.id]
                 error_code = result.error_code
+                if error_code == StatusReasonCode.UNAUTHORIZED:
+                    # A credential the cluster refuses is not offered again: the next
+                    # probe mints afresh (and says so when it cannot).
+                    self.services.credentials.forget(space.id)
                 after, reason = after_probe(
                     before,
                     ProbeResult(outcome.ok, outcome.version, outcome.error, error_code),

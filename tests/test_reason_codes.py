@@ -166,12 +166,17 @@ async def test_success_hold_and_lifting_have_their_codes(org: Org, cluster: Kube
 async def test_cloud_credentials_unavailable_then_access_revoked(org: Org) -> None:
     account = await make.create_cloud_account(org.admin)
     space = await make.register_cloud_space(org.admin, account_id=account["id"])
-    # The cluster goes away on the cloud: minting its credential fails from now on.
+    await until(org, space["id"], lambda s: s["status"] == "ACTIVE", "ACTIVE")  # minted, held
+    # The cluster goes away on the cloud: the held credential is refused (UNAUTHORIZED), so
+    # it is dropped, and minting another fails from then on.
     clouds.active().remove_cluster("AWS", space["config"]["clusterName"], space["config"]["region"])
     unavailable = await until(
-        org, space["id"], lambda s: s["status"] == "INACTIVE", "INACTIVE without a credential"
+        org,
+        space["id"],
+        lambda s: s["statusReasonCode"] == "CREDENTIALS_UNAVAILABLE",
+        "INACTIVE without a credential",
     )
-    assert unavailable["statusReasonCode"] == "CREDENTIALS_UNAVAILABLE"
+    assert unavailable["status"] == "INACTIVE"
     one_wording(unavailable)
     config = space["config"]
     revoked = await org.admin.mutate(
