@@ -3,23 +3,34 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlmodel import col
 
 from db.tables import Environment
 
 
+class EnvironmentRecord(NamedTuple):
+    """An environment as a list read shows it: its columns in a tuple, no ORM object to
+    build and track (issue 12: ORM rows were a tenth of a 100-space read's CPU)."""
+
+    id: str
+    name: str
+    namespace: str
+    space_id: str
+
+
 async def environments_of_spaces(
     session: AsyncSession, space_ids: Sequence[str]
-) -> Sequence[Environment]:
+) -> list[EnvironmentRecord]:
+    table = Environment.__table__.c  # type: ignore[attr-defined]
     query = (
-        sa.select(Environment)
-        .where(col(Environment.space_id).in_(space_ids))
-        .order_by(Environment.id)
+        sa.select(*(table[name] for name in EnvironmentRecord._fields))
+        .where(table.space_id.in_(space_ids))
+        .order_by(table.id)
     )
-    return (await session.scalars(query)).all()
+    return [EnvironmentRecord._make(row) for row in await session.execute(query)]
 
 
 async def rebind(

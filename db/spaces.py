@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -181,23 +181,41 @@ async def events_page(
     return found
 
 
+class StatusEventRecord(NamedTuple):
+    """A status event as a list read shows it: its columns in a tuple, no ORM object
+    (issue 12)."""
+
+    id: int
+    space_id: str
+    previous: str | None
+    status: str
+    reason: str | None
+    reason_code: str | None
+    at: datetime
+
+
 async def recent_events(
     session: AsyncSession, space_ids: Sequence[str], first: int
-) -> dict[str, list[SpaceStatusEvent]]:
+) -> dict[str, list[StatusEventRecord]]:
     """The newest `first` events of each space, in one query."""
+    table = SpaceStatusEvent.__table__.c  # type: ignore[attr-defined]
     rank = (
         sa.func.row_number()
-        .over(partition_by=SpaceStatusEvent.space_id, order_by=sa.desc(col(SpaceStatusEvent.id)))
+        .over(partition_by=table.space_id, order_by=sa.desc(table.id))
         .label("rank")
     )
     ranked = (
-        sa.select(SpaceStatusEvent, rank)
-        .where(col(SpaceStatusEvent.space_id).in_(space_ids))
+        sa.select(*(table[name] for name in StatusEventRecord._fields), rank)
+        .where(table.space_id.in_(space_ids))
         .subquery()
     )
-    event = sa.orm.aliased(SpaceStatusEvent, ranked)
-    query = sa.select(event).where(ranked.c.rank <= first).order_by(sa.desc(ranked.c.id))
-    grouped: dict[str, list[SpaceStatusEvent]] = defaultdict(list)
-    for row in (await session.scalars(query)).all():
-        grouped[row.space_id].append(row)
+    query = (
+        sa.select(*(ranked.c[name] for name in StatusEventRecord._fields))
+        .where(ranked.c.rank <= first)
+        .order_by(sa.desc(ranked.c.id))
+    )
+    grouped: dict[str, list[StatusEventRecord]] = defaultdict(list)
+    for row in await session.execute(query):
+        event = StatusEventRecord._make(row)
+        grouped[event.space_id].append(event)
     return grouped

@@ -23,7 +23,9 @@ from core.errors import ApiError
 from core.services import Services
 from db import cloud_accounts, cloudspaces, environments, owned
 from db import spaces as space_rows
+from db.environments import EnvironmentRecord
 from db.pages import Page, pages_by_parent
+from db.spaces import StatusEventRecord
 from db.tables import (
     ApiToken,
     AuditEvent,
@@ -134,7 +136,7 @@ class Loaders:
 
         return DataLoader(load)
 
-    async def _environments_of_spaces(self, keys: Sequence[str]) -> list[list[Environment]]:
+    async def _environments_of_spaces(self, keys: Sequence[str]) -> list[list[EnvironmentRecord]]:
         async with self.reading() as session:
             rows = await environments.environments_of_spaces(session, keys)
         return _grouped(rows, keys, "space_id")
@@ -144,9 +146,11 @@ class Loaders:
             rows = await cloud_accounts.grants_of_accounts(session, keys)
         return _grouped(rows, keys, "cloud_account_id")
 
-    async def _recent_events(self, keys: Sequence[tuple[str, int]]) -> list[list[SpaceStatusEvent]]:
+    async def _recent_events(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> list[list[StatusEventRecord]]:
         """Keyed by (space id, how many); one query per distinct `first`."""
-        results: dict[tuple[str, int], list[SpaceStatusEvent]] = {}
+        results: dict[tuple[str, int], list[StatusEventRecord]] = {}
         async with self.reading() as session:
             for first in {first for _, first in keys}:
                 ids = [space_id for space_id, n in keys if n == first]

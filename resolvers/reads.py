@@ -20,7 +20,9 @@ from core.services import utcnow
 from core.status_rules import Reason
 from db import owned
 from db import spaces as space_rows
+from db.environments import EnvironmentRecord
 from db.pages import Page
+from db.spaces import StatusEventRecord
 from db.tables import CloudAccount, Environment, Space, SpaceStatusEvent
 from resolvers.context import Context
 from resolvers.pagination import (
@@ -193,7 +195,7 @@ def space_shown(context: Context, space: Space) -> tuple[str, Reason | None]:
     return context.services.health.shown(space, utcnow())
 
 
-def event_reason_code(event: SpaceStatusEvent) -> str:
+def event_reason_code(event: SpaceStatusEvent | StatusEventRecord) -> str:
     """The stored code; events written before codes existed have theirs derived once by
     the migration, so the fallback is for a reason no code was stored with."""
     if event.reason_code:
@@ -230,7 +232,7 @@ async def status_events_page(
 
 async def status_events(
     context: Context, space_id: str, first: int | None
-) -> list[SpaceStatusEvent]:
+) -> list[StatusEventRecord]:
     return await context.loaders.recent_events.load(
         (space_id, checked_first(first, DEFAULT_EVENTS))
     )
@@ -253,8 +255,8 @@ class SpaceLinks:
 
     cloud_account: CloudAccount | None = None
     cloud_account_loaded: bool = False
-    environments: list[Environment] | None = None
-    events: dict[int | None, list[SpaceStatusEvent]] = field(default_factory=dict)
+    environments: list[EnvironmentRecord] | None = None
+    events: dict[int | None, list[StatusEventRecord]] = field(default_factory=dict)
 
 
 async def space_links(
@@ -299,7 +301,9 @@ async def space_links(
     return links
 
 
-async def environment_gate(context: Context, environment: Environment) -> str | None:
+async def environment_gate(
+    context: Context, environment: Environment | EnvironmentRecord
+) -> str | None:
     space = await context.loaders.space.load(environment.space_id)
     return environment_rules.gate(space, context.services.health, utcnow())
 

@@ -16,7 +16,9 @@ from core import roles as role_rules
 from core.health import last_error
 from core.ids import event_id
 from db import tables
+from db.environments import EnvironmentRecord
 from db.pages import Page
+from db.spaces import StatusEventRecord
 from resolvers import access as access_reads
 from resolvers import cloudspaces as cloudspace_reads
 from resolvers import namespaces as namespace_reads
@@ -296,7 +298,7 @@ class ProbeEvent:
     description="One status transition of a space, kept in its history (the last 1,000 per space)."
 )
 class SpaceStatusEvent(Node):
-    row: Private[tables.SpaceStatusEvent]
+    row: Private[tables.SpaceStatusEvent | StatusEventRecord]
     id: strawberry.ID = strawberry.field(
         description="Stable, and increasing in the order events happened: statusEvents(after:) "
         "catches up from the last id a client saw."
@@ -313,7 +315,7 @@ class SpaceStatusEvent(Node):
     reason_code: StatusReasonCode = strawberry.field(description="Why, for programs.")
 
     @classmethod
-    def from_row(cls, row: tables.SpaceStatusEvent) -> SpaceStatusEvent:
+    def from_row(cls, row: tables.SpaceStatusEvent | StatusEventRecord) -> SpaceStatusEvent:
         return cls(
             row=row,
             id=strawberry.ID(event_id(row.id or 0)),
@@ -518,13 +520,13 @@ class Namespace:
 
 @strawberry.type(description="A deployment target: a space and a namespace on it.")
 class Environment(Node):
-    row: Private[tables.Environment]
+    row: Private[tables.Environment | EnvironmentRecord]
     id: strawberry.ID = strawberry.field(description="The environment's id.")
     name: str = strawberry.field(description="Unique in the org.")
     namespace: str = strawberry.field(description="The namespace on the space's cluster.")
 
     @classmethod
-    def from_row(cls, row: tables.Environment) -> Environment:
+    def from_row(cls, row: tables.Environment | EnvironmentRecord) -> Environment:
         return cls(row=row, id=strawberry.ID(row.id), name=row.name, namespace=row.namespace)
 
     @strawberry.field(
