@@ -19,7 +19,7 @@ from schema.errors import ErrorPolicy
 from schema.input_text import guard_roots
 from schema.limits import MAX_TOKENS, DocumentLimits
 from schema.mutation import Mutation
-from schema.parse_cache import ParsedDocuments
+from schema.parse_cache import ParsedDocuments, ValidatedDocuments
 from schema.policies import DeniedFields
 from schema.query import Query
 from schema.subscription import Subscription
@@ -59,6 +59,7 @@ schema = SpacedockSchema(
         partial(MaxTokensLimiter, max_token_count=MAX_TOKENS),
         ParsedDocuments,
         DocumentLimits,
+        ValidatedDocuments,
         SubscriptionsOverWebSocket,
         OperationLoaders,
         DeniedFields,

@@ -1,17 +1,22 @@
-"""Parsed documents reused across requests (issue 12): a frontend sends the same few
-query texts again and again, and parsing one again costs as much as the first time.
+"""Parsed and validated documents reused across requests (issue 12): a frontend sends
+the same few query texts again and again, and parsing or validating one again costs as
+much as the first time.
 
 Only documents that parse are kept, and only as many as PARSED_KEPT (least recently used
 dropped first). A text that does not parse, or has more tokens than the limit, is left
 to strawberry's own parse, which answers it as before; the token limit is part of the
-cache key, so a cached document never skips it.
+cache key, so a cached document never skips it. Validation depends on the document and
+the schema only: a text that passed graphql-core's rules once skips them afterwards
+(kept as long as its parse); one that failed them is validated every time.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections import OrderedDict
 from collections.abc import Iterator
 from functools import lru_cache
+from typing import Any
 
 from graphql import DocumentNode, GraphQLError, get_operation_ast, parse
 from strawberry.extensions import SchemaExtension
@@ -50,3 +55,31 @@ class ParsedDocuments(SchemaExtension):
                     execution.query, execution.parse_options.get("max_tokens")
                 )
         yield
+
+
+# (query text, token limit, validation rules) of the documents that passed validation.
+_valid: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+
+
+class ValidatedDocuments(SchemaExtension):
+    """Runs after DocumentLimits, whose refusals come first and are never cached."""
+
+    def on_validate(self) -> Iterator[None]:
+        execution = self.execution_context
+        key = None
+        if execution.query and execution.pre_execution_errors is None:
+            key = (
+                execution.query,
+                execution.parse_options.get("max_tokens"),
+                tuple(execution.validation_rules),
+            )
+            if key in _valid:
+                _valid.move_to_end(key)
+                # Set before validation runs, this skips it (strawberry's _run_validation).
+                execution.pre_execution_errors = []
+                key = None
+        yield
+        if key is not None and execution.pre_execution_errors == []:
+            _valid[key] = None
+            if len(_valid) > PARSED_KEPT:
+                _valid.popitem(last=False)
