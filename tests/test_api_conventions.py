@@ -415,6 +415,60 @@ async def statements_per_read(server: Server, org: Org) -> dict[str, int]:
     return fewest
 
 
+LINKS = """
+fragment Links on Space {
+  id
+  ... on Space { cloudAccount { name } }
+  environments { name namespace }
+  statusEvents(first: $n) { id status reason }
+  two: statusEvents(first: 2) @skip(if: $skipTwo) { id }
+}
+"""
+READ_AHEAD = (
+    """
+query($n: Int, $skipTwo: Boolean!) {
+  spaces(first: 100) {
+    edges { node { ...Links } }
+    nodes { id newest: statusEvents(first: 1) { status } }
+  }
+}"""
+    + LINKS
+)
+ONE_SPACE = (
+    """
+query($id: ID!, $n: Int, $skipTwo: Boolean!) {
+  space(id: $id) { ...Links newest: statusEvents(first: 1) { status } }
+}"""
+    + LINKS
+)
+
+
+@pytest.mark.parametrize("skip_two", [False, True])
+@pytest.mark.parametrize("n", [None, 1, 5])
+async def test_a_page_read_ahead_answers_as_each_space_alone(
+    org: Org, n: int | None, skip_two: bool
+) -> None:
+    """A page of spaces loads its links at once (through fragments, aliases, variables and
+    @skip); each space must read as it does alone, where its fields load one by one."""
+    account = await make.create_cloud_account(org.admin)
+    await populate(org, account["id"], 0, 3)
+    variables = {"n": n, "skipTwo": skip_two}
+    spaces = (await org.viewer.data(READ_AHEAD, variables))["spaces"]["nodes"]
+    for space in spaces:  # a hold: no probe changes what the reads show from here on
+        await make.set_space_status(org.admin, space["id"], "INACTIVE")
+    for _ in range(10):  # unless a probe already under way lands between the reads
+        page = (await org.viewer.data(READ_AHEAD, variables))["spaces"]
+        alone = [
+            (await org.viewer.data(ONE_SPACE, {**variables, "id": space["id"]}))["space"]
+            for space in spaces
+        ]
+        if (await org.viewer.data(READ_AHEAD, variables))["spaces"] == page:
+            break
+    assert len(page["edges"]) == 3
+    for edge, node, space in zip(page["edges"], page["nodes"], alone, strict=True):
+        assert {**edge["node"], "newest": node["newest"]} == space
+
+
 async def test_nested_reads_cost_no_statement_per_row(server: Server, org: Org) -> None:
     account = await make.create_cloud_account(org.admin)
     await populate(org, account["id"], 0, 5)
