@@ -35,7 +35,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
-from strawberry.http import GraphQLRequestData
+from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.http.parse_content_type import parse_content_type
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
@@ -457,6 +457,13 @@ class Subscriber:
         await self.handler.websocket.close(code, reason)
 
 
+def only_unavailable(answer: GraphQLHTTPResponse) -> bool:
+    """No data, and every error says the database is unreachable."""
+    errors: list[Any] = list(answer.get("errors") or [])
+    codes = {(error.get("extensions") or {}).get("code") for error in errors}
+    return answer.get("data") is None and codes == {SERVICE_UNAVAILABLE}
+
+
 def message_problem(message: object) -> str | None:
     """Why a decoded frame is no graphql-transport-ws message; None when it may be handled."""
     if not isinstance(message, dict) or not isinstance(message.get("type"), str):
@@ -540,14 +547,24 @@ class GraphQLView(GraphQL[Context, None]):
         try:
             viewer = await authenticate(self.services, request.headers.get("authorization"))
         except Unauthenticated as refused:
-            outages.reached()
             return unauthenticated(refused.message)
-        outages.reached()
         scope.setdefault("state", {})["viewer"] = viewer
         if request.method == "POST":
             body = await read_body(request, self.limits)
             request = Request(scope, replaying(body, receive))
         return await self.run(request)
+
+    def create_response(
+        self,
+        response_data: GraphQLHTTPResponse | list[GraphQLHTTPResponse],
+        sub_response: Response,
+    ) -> Response:
+        """A request that got nothing because the database is unreachable is a 503, as
+        when its token check needed the database: one status for clients to retry on."""
+        response = super().create_response(response_data, sub_response)
+        if isinstance(response_data, dict) and only_unavailable(response_data):
+            response.status_code = 503
+        return response
 
     def decode_json(self, data: str | bytes) -> object:
         return decoded_json(data)

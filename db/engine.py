@@ -33,6 +33,8 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
+from db.outages import outages
+
 SQLITE_CONSTRAINT_UNIQUE = 2067
 SQLITE_CONSTRAINT_PRIMARYKEY = 1555
 POSTGRES_UNIQUE_VIOLATION = "23505"
@@ -79,6 +81,9 @@ class Database:
         self.engine: AsyncEngine = create_async_engine(self.url, **options)
         self.statement_count = 0  # SQL statements executed; exported as a metric
         event.listen(self.engine.sync_engine, "before_cursor_execute", self._count_statement)
+        # Only a statement that ran says the database is reachable (a token held in memory
+        # lets a request through without it).
+        event.listen(self.engine.sync_engine, "after_cursor_execute", _reached)
         if self.is_sqlite:
             event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
             event.listen(self.engine.sync_engine, "begin", _sqlite_begin)
@@ -146,3 +151,7 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
 def _sqlite_begin(connection: sa.Connection) -> None:
     mode = connection.get_execution_options().get(SQLITE_BEGIN, "DEFERRED")
     connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+def _reached(*_: Any) -> None:
+    outages.reached()
