@@ -20,11 +20,10 @@ from tests.conftest import Org
 from tests.support.factories import register_generic_space, set_space_status
 from tests.support.graphql import GraphQL
 from tests.support.server import Server, mint_token
+from tests.support.sql_counts import quiet, statements
 from tests.test_subscriptions import Live, subscribers, subscribers_reach
 
-STATEMENTS = "spacedock_sql_statements_total"
 GROUPS = "spacedock_subscription_groups"
-QUIET_FOR_S = 0.6
 WAIT_S = 15.0
 
 
@@ -32,23 +31,6 @@ WAIT_S = 15.0
 def server_env() -> dict[str, str]:
     # No probe may run (and send SQL) while a test counts statements.
     return {"SPACEDOCK_PROBE_FAILURE_THRESHOLD": "1000000", "SPACEDOCK_PROBE_INTERVAL_S": "3600"}
-
-
-async def statements(server: Server) -> float:
-    return await asyncio.to_thread(server.metric, STATEMENTS)
-
-
-async def quiet(server: Server) -> None:
-    """Until nothing in the server sends SQL (a new space's first probe, the loops)."""
-    deadline = asyncio.get_running_loop().time() + WAIT_S
-    last = await statements(server)
-    while True:
-        await asyncio.sleep(QUIET_FOR_S)
-        now = await statements(server)
-        if now == last:
-            return
-        assert asyncio.get_running_loop().time() < deadline, "the server never went quiet"
-        last = now
 
 
 @contextlib.asynccontextmanager
@@ -165,6 +147,21 @@ async def test_subscribers_who_would_see_the_same_share_one_run_and_each_gets_it
     assert await groups(server) == 0  # the last one out stopped each run
 
 
+def queued_stream(events: asyncio.Queue[ExecutionResult], listening: asyncio.Event) -> Any:
+    """A group's run of a subscription whose results are what the test puts in `events`."""
+
+    async def stream(on_listening: Any) -> Any:
+        async def results() -> Any:
+            on_listening()
+            listening.set()
+            while True:
+                yield await events.get()
+
+        return results()
+
+    return stream
+
+
 class Recorder:
     """A member that takes every frame."""
 
@@ -198,15 +195,7 @@ async def test_a_member_that_takes_nothing_is_closed_and_never_holds_up_the_rest
     # megabytes of events to fill loopback's), so the group meets such a member directly.
     events: asyncio.Queue[ExecutionResult] = asyncio.Queue()
     listening = asyncio.Event()
-
-    async def stream(on_listening: Any) -> Any:
-        async def results() -> Any:
-            on_listening()
-            listening.set()
-            while True:
-                yield await events.get()
-
-        return results()
+    stream = queued_stream(events, listening)
 
     shared = SharedSubscriptions(send_timeout_s=0.2)
     viewer = Viewer(org_id="org_1", org_name="acme", role=Role.VIEWER)
@@ -235,6 +224,7 @@ async def test_a_large_fan_out_lets_other_work_run_between_chunks() -> None:
     delivered: list[str] = []
     events: asyncio.Queue[ExecutionResult] = asyncio.Queue()
     listening, last_delivered = asyncio.Event(), asyncio.Event()
+    stream = queued_stream(events, listening)
     total = 5 * FAN_OUT_CHUNK
 
     class Noting:
@@ -248,15 +238,6 @@ async def test_a_large_fan_out_lets_other_work_run_between_chunks() -> None:
 
         async def drop(self, code: int, reason: str) -> None:
             raise AssertionError("never dropped")
-
-    async def stream(on_listening: Any) -> Any:
-        async def results() -> Any:
-            on_listening()
-            listening.set()
-            while True:
-                yield await events.get()
-
-        return results()
 
     async def other_work() -> None:
         delivered.append("other work")

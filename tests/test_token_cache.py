@@ -32,11 +32,9 @@ from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.graphql import GraphQL, RawSocket
 from tests.support.server import Backend, Server
+from tests.support.sql_counts import quiet, statements
 
 WHO = "{ viewer { role permissions } }"
-STATEMENTS = "spacedock_sql_statements_total"
-QUIET_FOR_S = 0.6
-WAIT_S = 15.0
 CREATE_TOKEN = f"""
 mutation($input: CreateApiTokenInput!) {{
   createApiToken(input: $input) {{ token apiToken {{ id }} {make.USER_ERRORS} }}
@@ -59,23 +57,6 @@ async def new_token(admin: GraphQL, role: str = "VIEWER") -> tuple[str, GraphQL]
     variables = {"name": make.unique("tok"), "role": role}
     made = make.succeeded(await admin.mutate(CREATE_TOKEN, {"input": variables}))
     return made["apiToken"]["id"], GraphQL(admin.url, admin.ws_url, made["token"])
-
-
-async def statements(server: Server) -> float:
-    return await asyncio.to_thread(server.metric, STATEMENTS)
-
-
-async def quiet(server: Server) -> None:
-    """Until nothing in the server sends SQL (the loops looking for due work)."""
-    deadline = asyncio.get_running_loop().time() + WAIT_S
-    last = await statements(server)
-    while True:
-        await asyncio.sleep(QUIET_FOR_S)
-        now = await statements(server)
-        if now == last:
-            return
-        assert asyncio.get_running_loop().time() < deadline, "the server never went quiet"
-        last = now
 
 
 async def test_repeated_requests_send_no_sql_for_the_token_but_refusals_always_look(
