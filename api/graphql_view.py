@@ -41,6 +41,7 @@ from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
     Operation,
+    _OperationStreamClosed,
 )
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
     CompleteMessage,
@@ -380,9 +381,9 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
             await operation.send_operation_message(
                 CompleteMessage(id=operation.id, type="complete")
             )
+        except _OperationStreamClosed:  # strawberry closed the socket 4400, as its own path does
+            return
         except Exception as error:
-            if type(error).__name__ == "_OperationStreamClosed":  # strawberry closed it 4400
-                return
             await self.handle_task_exception(error)
             with contextlib.suppress(Exception):
                 await operation.send_operation_message({"id": operation.id, "type": "complete"})
