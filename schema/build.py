@@ -16,6 +16,7 @@ from strawberry.types.graphql import OperationType
 from resolvers.context import OperationLoaders
 from schema.audit import audit_every_mutation
 from schema.errors import ErrorPolicy
+from schema.execution import Executor
 from schema.input_text import guard_roots
 from schema.limits import MAX_TOKENS, DocumentLimits
 from schema.mutation import Mutation
@@ -55,6 +56,7 @@ schema = SpacedockSchema(
     mutation=Mutation,
     subscription=Subscription,
     types=[Org, CloudAccount, Space, Environment, CloudSpace],
+    execution_context_class=Executor,
     extensions=[
         partial(MaxTokensLimiter, max_token_count=MAX_TOKENS),
         ParsedDocuments,

@@ -1,0 +1,115 @@
+"""The planned executor (schema.execution) answers exactly as graphql-core's own: the same
+data, the same errors at the same paths, the same nulls, for plain fields read in place
+and for everything that still goes the resolver's way."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import pytest
+import strawberry
+
+from schema.execution import Executor
+
+
+@strawberry.enum
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class OtherColor(enum.Enum):  # not the schema's enum: coerced by graphql-core's rules
+    RED = "red"
+
+
+@strawberry.type
+class Item:
+    id: strawberry.ID
+    name: str
+    color: Color
+    maybe: str | None
+    must: str  # set to None on purpose in some items: an error, not a fast answer
+    count: int
+
+    @strawberry.field
+    def upper(self) -> str:
+        return self.name.upper()
+
+    @strawberry.field
+    def repeat(self, times: int = 2) -> str:
+        return self.name * times
+
+
+def items() -> list[Item]:
+    return [
+        Item(id=strawberry.ID("1"), name="a", color=Color.RED, maybe=None, must="x", count=1),
+        Item(id=strawberry.ID("2"), name="b", color=Color.BLUE, maybe="m", must="y", count=2),
+    ]
+
+
+BROKEN: dict[str, Any] = {
+    "must": None,  # non-null field holding null
+    "count": "many",  # not an Int
+    "color": OtherColor.RED,  # another enum's member
+    "name": 12,  # an int where a String is declared: graphql-core coerces it
+}
+
+
+@strawberry.type
+class Query:
+    @strawberry.field
+    def items(self) -> list[Item]:
+        return items()
+
+    @strawberry.field
+    def broken(self, attribute: str) -> list[Item | None]:
+        found: list[Item | None] = list(items())
+        setattr(found[1], attribute, BROKEN[attribute])
+        return found
+
+    @strawberry.field
+    def missing(self) -> list[Item]:
+        item = items()[0]
+        del item.name  # an object without the attribute: graphql-core's error
+        return [item]
+
+
+planned = strawberry.Schema(query=Query, execution_context_class=Executor)
+plain = strawberry.Schema(query=Query)
+
+QUERIES = [
+    "{ items { id name color maybe must count upper repeat(times: 3) } }",
+    "{ items { n: name name ...F ... on Item { c: color } __typename } } "
+    "fragment F on Item { id name }",
+    "query($skip: Boolean!) { items { id name @skip(if: $skip) color @include(if: $skip) } }",
+    '{ broken(attribute: "must") { id must } }',
+    '{ broken(attribute: "count") { id count } }',
+    '{ broken(attribute: "color") { id color } }',
+    '{ broken(attribute: "name") { id name } }',
+    "{ missing { id name } }",
+]
+
+
+@pytest.mark.parametrize("query", QUERIES)
+async def test_answers_match_graphql_core(query: str) -> None:
+    variables = {"skip": True}
+    ours = await planned.execute(query, variable_values=variables)
+    theirs = await plain.execute(query, variable_values=variables)
+    assert ours.data == theirs.data
+    assert [(e.message, e.path) for e in ours.errors or []] == [
+        (e.message, e.path) for e in theirs.errors or []
+    ]
+
+
+async def test_a_null_in_a_non_null_field_still_errors_at_its_path() -> None:
+    result = await planned.execute('{ broken(attribute: "must") { id must } }')
+    assert result.data == {"broken": [{"id": "1", "must": "x"}, None]}
+    (error,) = result.errors or []
+    assert error.path == ["broken", 1, "must"]
+    assert "Cannot return null for non-nullable field Item.must" in error.message
+
+
+async def test_enum_members_answer_their_names() -> None:
+    result = await planned.execute("{ items { color } }")
+    assert result.data == {"items": [{"color": "RED"}, {"color": "BLUE"}]}
