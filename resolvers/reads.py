@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -244,8 +244,8 @@ class SpaceLinksWanted:
 
     cloud_account: bool = False
     environments: bool = False
-    # statusEvents(first:) values, as given (None: the default).
-    event_counts: frozenset[int | None] = frozenset()
+    # Each statusEvents selection: where its answer goes, and its `first` as given.
+    events: tuple[tuple[Hashable, int | None], ...] = ()
 
 
 @dataclass
@@ -256,7 +256,7 @@ class SpaceLinks:
     cloud_account: CloudAccount | None = None
     cloud_account_loaded: bool = False
     environments: list[EnvironmentRecord] | None = None
-    events: dict[int | None, list[StatusEventRecord]] = field(default_factory=dict)
+    events: dict[Hashable, list[StatusEventRecord]] = field(default_factory=dict)
 
 
 async def space_links(
@@ -271,18 +271,18 @@ async def space_links(
     accounts = [s.cloud_account_id for s in spaces if s.cloud_account_id is not None]
     load_accounts = wanted.cloud_account and caller.can("cloudaccount:view")
     load_environments = wanted.environments and caller.can("environment:view")
-    counts: list[tuple[int | None, int]] = []
+    events: list[tuple[Hashable, int]] = []
     if caller.can("space:view"):
-        for given in wanted.event_counts:
+        for key, given in wanted.events:
             try:
-                counts.append((given, checked_first(given, DEFAULT_EVENTS)))
+                events.append((key, checked_first(given, DEFAULT_EVENTS)))
             except ApiError:
                 continue
     found_accounts, found_environments, found_events = await asyncio.gather(
         loaders.cloud_account.load_many(accounts if load_accounts else []),
         loaders.environments_of_space.load_many(ids if load_environments else []),
         asyncio.gather(
-            *(loaders.recent_events.load_many([(i, n) for i in ids]) for _, n in counts)
+            *(loaders.recent_events.load_many([(i, n) for i in ids]) for _, n in events)
         ),
     )
     if load_accounts:
@@ -295,9 +295,9 @@ async def space_links(
     if load_environments:
         for space_id, environments in zip(ids, found_environments, strict=True):
             links[space_id].environments = environments
-    for (given, _), per_space in zip(counts, found_events, strict=True):
-        for space_id, events in zip(ids, per_space, strict=True):
-            links[space_id].events[given] = events
+    for (key, _), per_space in zip(events, found_events, strict=True):
+        for space_id, space_events in zip(ids, per_space, strict=True):
+            links[space_id].events[key] = space_events
     return links
 
 

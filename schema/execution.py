@@ -13,22 +13,26 @@ forbids it, or not coercible: the error and the null rules stay graphql-core's o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 from weakref import WeakKeyDictionary
 
 from graphql import (
+    FieldNode,
     GraphQLEnumType,
     GraphQLField,
     GraphQLNonNull,
     GraphQLObjectType,
+    GraphQLOutputType,
     GraphQLSchema,
     Undefined,
     is_leaf_type,
 )
 from graphql.execution.collect_fields import FieldDetailsList, GroupedFieldSet
+from graphql.execution.executor import to_nodes
+from graphql.execution.values import get_argument_values
 from graphql.pyutils import AwaitableOrValue, Path
 from graphql.pyutils.gather_with_cancel import gather_with_cancel
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
@@ -80,12 +84,37 @@ def plain_leaf(field: GraphQLField) -> PlainLeaf | None:
     return PlainLeaf(definition.python_name, coerce, nullable)
 
 
+def prepared_key(field_name: str, arguments: dict[str, Any]) -> Hashable:
+    """Where an object's `prepared` answers keep a field's value: by its GraphQL name, and
+    with arguments, by those as graphql-core coerces them (schema.lookahead reads them so)."""
+    return (field_name, tuple(sorted(arguments.items()))) if arguments else field_name
+
+
+@dataclass(frozen=True, slots=True)
+class FieldPlan:
+    """One field of a selection set: read in place (`leaf`), looked up in the object's
+    prepared answers (`preparable`), or resolved the usual way (neither)."""
+
+    response_name: str
+    details: FieldDetailsList
+    field: GraphQLField | None
+    leaf: PlainLeaf | None
+    preparable: bool
+
+
+def _takes_prepared(parent_type: GraphQLObjectType) -> bool:
+    definition = (parent_type.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
+    origin = getattr(definition, "origin", None)
+    return origin is not None and PREPARED in getattr(origin, "__dataclass_fields__", {})
+
+
+# The attribute of a type whose objects may carry answers read ahead for some fields.
+PREPARED = "prepared"
+
 # Per schema: each (type, field)'s PlainLeaf or None, worked out on first use.
 _leaves: WeakKeyDictionary[GraphQLSchema, dict[tuple[str, str], PlainLeaf | None]] = (
     WeakKeyDictionary()
 )
-
-Plan = Sequence[tuple[str, FieldDetailsList, PlainLeaf | None]]
 
 
 class Executor(StrawberryGraphQLCoreExecutionContext):
@@ -94,22 +123,46 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # By the grouped field set's id, with the set itself: held, its id is not reused.
-        self._plans: dict[int, tuple[GroupedFieldSet, Plan]] = {}
+        self._plans: dict[int, tuple[GroupedFieldSet, list[FieldPlan]]] = {}
+        # A field node's prepared-answer key: its arguments are fixed for the operation.
+        self._keys: dict[int, tuple[FieldNode, Hashable]] = {}
 
-    def _plan(self, parent_type: GraphQLObjectType, grouped_field_set: GroupedFieldSet) -> Plan:
+    def _plan(
+        self, parent_type: GraphQLObjectType, grouped_field_set: GroupedFieldSet
+    ) -> list[FieldPlan]:
         cached = self._plans.get(id(grouped_field_set))
         if cached is not None and cached[0] is grouped_field_set:
             return cached[1]
         leaves = _leaves.setdefault(self.schema, {})
-        entries = []
+        preparable = _takes_prepared(parent_type)
+        plan = []
         for response_name, details in grouped_field_set.items():
-            key = (parent_type.name, details[0].node.name.value)
-            if key not in leaves:
-                field = parent_type.fields.get(key[1])
-                leaves[key] = None if field is None else plain_leaf(field)
-            entries.append((response_name, details, leaves[key]))
-        self._plans[id(grouped_field_set)] = (grouped_field_set, entries)
-        return entries
+            name = details[0].node.name.value
+            field = parent_type.fields.get(name)
+            if (parent_type.name, name) not in leaves:
+                leaves[parent_type.name, name] = None if field is None else plain_leaf(field)
+            leaf = leaves[parent_type.name, name]
+            plan.append(
+                FieldPlan(response_name, details, field, leaf, preparable and field is not None)
+            )
+        self._plans[id(grouped_field_set)] = (grouped_field_set, plan)
+        return plan
+
+    def _prepared_key(self, field: GraphQLField, details: FieldDetailsList) -> Hashable:
+        node = details[0].node
+        cached = self._keys.get(id(node))
+        if cached is not None and cached[0] is node:
+            return cached[1]
+        arguments = get_argument_values(
+            field,
+            node,
+            self.variable_values,
+            details[0].fragment_variable_values,
+            self.hide_suggestions,
+        )
+        key = prepared_key(node.name.value, arguments)
+        self._keys[id(node)] = (node, key)
+        return key
 
     def execute_fields(
         self,
@@ -123,11 +176,13 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
         pending: list[str] = []
         is_awaitable = self.is_awaitable
         try:
-            for response_name, details, leaf in self._plan(parent_type, grouped_field_set):
+            for field in self._plan(parent_type, grouped_field_set):
+                name = field.response_name
+                leaf = field.leaf
                 if leaf is not None:
                     value = getattr(source_value, leaf.attribute, _MISSING)
                     if value is None and leaf.nullable:
-                        results[response_name] = None
+                        results[name] = None
                         continue
                     if value is not None and value is not _MISSING:
                         try:
@@ -135,19 +190,29 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
                         except Exception:  # graphql-core's path reports it
                             coerced = None
                         if coerced is not None and coerced is not Undefined:
-                            results[response_name] = coerced
+                            results[name] = coerced
                             continue
-                result = self.execute_field(
-                    parent_type,
-                    source_value,
-                    details,
-                    Path(path, response_name, parent_type.name),
-                    position_context,
-                )
+                field_path = Path(path, name, parent_type.name)
+                result: Any = _MISSING
+                if field.preparable:
+                    answers = getattr(source_value, PREPARED, None)
+                    if answers:
+                        assert field.field is not None
+                        value = answers.get(
+                            self._prepared_key(field.field, field.details), _MISSING
+                        )
+                        if value is not _MISSING:
+                            result = self._complete_prepared(
+                                parent_type, field, field_path, value, position_context
+                            )
+                if result is _MISSING:
+                    result = self.execute_field(
+                        parent_type, source_value, field.details, field_path, position_context
+                    )
                 if result is not Undefined:
-                    results[response_name] = result
+                    results[name] = result
                     if is_awaitable(result):
-                        pending.append(response_name)
+                        pending.append(name)
         except Exception:
             if pending:  # settle the other fields' awaitables: they may fail too
                 self.settle_in_background([results[name] for name in pending])
@@ -155,6 +220,42 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
         if not pending:
             return results
         return self._gather(results, pending)
+
+    def _complete_prepared(
+        self,
+        parent_type: GraphQLObjectType,
+        field: FieldPlan,
+        path: Path,
+        value: Any,
+        position_context: Any,
+    ) -> AwaitableOrValue[Any]:
+        """What execute_field does once its resolver has returned `value`."""
+        assert field.field is not None
+        return_type = field.field.type
+        info = self.build_resolve_info(field.field, to_nodes(field.details), parent_type, path)
+        try:
+            completed = self.complete_value(
+                return_type, field.details, info, path, value, position_context
+            )
+        except Exception as raw_error:
+            self.handle_field_error(raw_error, return_type, field.details, path)
+            return None
+        if self.is_awaitable(completed):
+            return self._await_completed(completed, return_type, field.details, path)
+        return completed
+
+    async def _await_completed(
+        self,
+        completed: Awaitable[Any],
+        return_type: GraphQLOutputType,
+        details: FieldDetailsList,
+        path: Path,
+    ) -> Any:
+        try:
+            return await completed
+        except Exception as raw_error:
+            self.handle_field_error(raw_error, return_type, details, path)
+            return None
 
     @staticmethod
     async def _gather(results: dict[str, Any], pending: list[str]) -> dict[str, Any]:

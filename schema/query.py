@@ -13,9 +13,11 @@ from resolvers import access, audit, cloudspaces, reads
 from schema.arguments import After, First, ObjectId
 from schema.audit import AuditEvent, AuditFilter
 from schema.enums import CredentialKind, Role
+from schema.execution import prepared_key
 from schema.inputs import SpaceFilter, SpaceOrder
 from schema.lookahead import selected
 from schema.types import (
+    STATUS_FIELDS,
     ApiToken,
     CloudAccount,
     CloudSpace,
@@ -29,6 +31,7 @@ from schema.types import (
     SpaceCounts,
     SpaceStatusEvent,
     Viewer,
+    prepare_spaces,
 )
 
 
@@ -47,14 +50,19 @@ def space_where(filter: SpaceFilter | None) -> SpaceWhere:
     )
 
 
-def space_links_wanted(info: GraphInfo) -> reads.SpaceLinksWanted:
-    """What a connection of spaces selects on its spaces, to load for the whole page."""
+def space_links_wanted(info: GraphInfo) -> tuple[reads.SpaceLinksWanted, bool]:
+    """What a connection of spaces selects on its spaces, to load for the whole page, and
+    whether it asks for their status."""
     wanted = selected(info._raw_info, [("nodes",), ("edges", "node")], "Space")
-    return reads.SpaceLinksWanted(
+    links = reads.SpaceLinksWanted(
         cloud_account="cloudAccount" in wanted,
         environments="environments" in wanted,
-        event_counts=frozenset(args.get("first") for args in wanted.get("statusEvents", [])),
+        events=tuple(
+            (prepared_key("statusEvents", args), args.get("first"))
+            for args in wanted.get("statusEvents", [])
+        ),
     )
+    return links, bool(STATUS_FIELDS.intersection(wanted))
 
 
 NODE_TYPES: dict[str, type] = {
@@ -215,9 +223,9 @@ class Query:
             info.context, space_where(filter), order, first, after, last, before
         )
         connection = Connection.of(page, Space)
-        links = await reads.space_links(info.context, page.items, space_links_wanted(info))
-        for space in connection.nodes:
-            space.links = links[space.row.id]
+        wanted, status = space_links_wanted(info)
+        links = await reads.space_links(info.context, page.items, wanted)
+        prepare_spaces(info.context, connection.nodes, links, status)
         return connection
 
     @strawberry.field(description="How many spaces match the filter, in one request.")

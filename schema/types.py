@@ -3,7 +3,7 @@ the request's DataLoaders, so nested lists never turn into N+1 queries."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Hashable, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Generic, TypeVar
 
@@ -355,8 +355,8 @@ class Space(Node):
     deregistered_at: datetime | None = strawberry.field(
         description="When the space was deregistered; null while registered."
     )
-    # Set on the spaces of a page whose links were loaded at once (reads.space_links).
-    links: Private[reads.SpaceLinks | None] = None
+    # A page's answers read ahead, by field and arguments (schema.execution.PREPARED).
+    prepared: Private[dict[Hashable, Any] | None] = None
 
     @classmethod
     def from_row(cls, row: tables.Space) -> Space:
@@ -382,9 +382,6 @@ class Space(Node):
     ) -> CloudAccount | Awaitable[CloudAccount | None] | None:
         if self.row.cloud_account_id is None:
             return None
-        if self.links is not None and self.links.cloud_account_loaded:
-            row = self.links.cloud_account
-            return None if row is None else CloudAccount.from_row(row)
         return self._load_cloud_account(info, self.row.cloud_account_id)
 
     @staticmethod
@@ -430,9 +427,8 @@ class Space(Node):
     @strawberry.field(
         description="Most recent first.",
         extensions=needs("space:view"),
-        graphql_type=list[SpaceStatusEvent],
     )
-    def status_events(
+    async def status_events(
         self,
         info: GraphInfo,
         first: Annotated[
@@ -441,14 +437,6 @@ class Space(Node):
                 description="How many of the newest events: 1 to 100 (default 20)."
             ),
         ] = None,
-    ) -> list[SpaceStatusEvent] | Awaitable[list[SpaceStatusEvent]]:
-        rows = None if self.links is None else self.links.events.get(first)
-        if rows is not None:
-            return [SpaceStatusEvent.from_row(row) for row in rows]
-        return self._load_status_events(info, first)
-
-    async def _load_status_events(
-        self, info: GraphInfo, first: int | None
     ) -> list[SpaceStatusEvent]:
         rows = await reads.status_events(info.context, self.row.id, first)
         return [SpaceStatusEvent.from_row(row) for row in rows]
@@ -465,14 +453,8 @@ class Space(Node):
     @strawberry.field(
         description="The environments bound to this space. Needs environment:view.",
         extensions=needs("environment:view"),
-        graphql_type=list[Annotated["Environment", strawberry.lazy("schema.types")]],
     )
-    def environments(self, info: GraphInfo) -> list[Environment] | Awaitable[list[Environment]]:
-        if self.links is not None and self.links.environments is not None:
-            return [Environment.from_row(row) for row in self.links.environments]
-        return self._load_environments(info)
-
-    async def _load_environments(self, info: GraphInfo) -> list[Environment]:
+    async def environments(self, info: GraphInfo) -> list[Environment]:
         rows = await info.context.loaders.environments_of_space.load(self.row.id)
         return [Environment.from_row(row) for row in rows]
 
@@ -542,6 +524,39 @@ class Environment(Node):
     )
     async def gate(self, info: GraphInfo) -> str | None:
         return await reads.environment_gate(info.context, self.row)
+
+
+# The Space fields whose answers one health reading gives.
+STATUS_FIELDS = frozenset({"status", "statusReason", "statusReasonCode"})
+
+
+def prepare_spaces(
+    context: Context,
+    spaces: Sequence[Space],
+    links: dict[str, reads.SpaceLinks],
+    status: bool,
+) -> None:
+    """Each space's answers read ahead for a page (schema.execution answers those fields
+    from them without calling their resolvers); with `status`, its health as well."""
+    accounts: dict[str, CloudAccount] = {}
+    for space in spaces:
+        link = links[space.row.id]
+        answers: dict[Hashable, Any] = {}
+        if link.cloud_account_loaded:
+            row = link.cloud_account
+            if row is not None and row.id not in accounts:
+                accounts[row.id] = CloudAccount.from_row(row)
+            answers["cloudAccount"] = None if row is None else accounts[row.id]
+        if link.environments is not None:
+            answers["environments"] = [Environment.from_row(e) for e in link.environments]
+        for key, events in link.events.items():
+            answers[key] = [SpaceStatusEvent.from_row(event) for event in events]
+        if status:
+            shown, reason = reads.space_shown(context, space.row)
+            answers["status"] = SpaceStatus[shown]
+            answers["statusReason"] = None if reason is None else reason.words
+            answers["statusReasonCode"] = None if reason is None else StatusReasonCode[reason.code]
+        space.prepared = answers
 
 
 # -- CloudSpaces (issue 9) ----------------------------------------------------

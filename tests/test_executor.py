@@ -1,16 +1,17 @@
 """The planned executor (schema.execution) answers exactly as graphql-core's own: the same
-data, the same errors at the same paths, the same nulls, for plain fields read in place
-and for everything that still goes the resolver's way."""
+data, the same errors at the same paths, the same nulls, for plain fields read in place,
+for answers prepared ahead and for everything that still goes the resolver's way."""
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Hashable
 from typing import Any
 
 import pytest
 import strawberry
 
-from schema.execution import Executor
+from schema.execution import Executor, prepared_key
 
 
 @strawberry.enum
@@ -56,11 +57,44 @@ BROKEN: dict[str, Any] = {
 }
 
 
+CALLS: list[str] = []  # the Box resolvers that ran
+
+
+@strawberry.type
+class Box:
+    id: strawberry.ID
+    prepared: strawberry.Private[dict[Hashable, Any] | None] = None
+
+    @strawberry.field
+    def label(self) -> str:
+        CALLS.append("label")
+        return f"box {self.id}"
+
+    @strawberry.field
+    def items(self, first: int = 2) -> list[Item]:
+        CALLS.append(f"items {first}")
+        return items()[:first]
+
+
+def boxes(prepare: bool) -> list[Box]:
+    found = [Box(id=strawberry.ID("b1")), Box(id=strawberry.ID("b2"))]
+    if prepare:  # what the resolvers would answer, for the first box only
+        found[0].prepared = {
+            "label": "box b1",
+            prepared_key("items", {"first": 1}): items()[:1],
+        }
+    return found
+
+
 @strawberry.type
 class Query:
     @strawberry.field
     def items(self) -> list[Item]:
         return items()
+
+    @strawberry.field
+    def boxes(self, info: strawberry.Info) -> list[Box]:
+        return boxes(prepare=info.context["prepare"])
 
     @strawberry.field
     def broken(self, attribute: str) -> list[Item | None]:
@@ -94,8 +128,8 @@ QUERIES = [
 @pytest.mark.parametrize("query", QUERIES)
 async def test_answers_match_graphql_core(query: str) -> None:
     variables = {"skip": True}
-    ours = await planned.execute(query, variable_values=variables)
-    theirs = await plain.execute(query, variable_values=variables)
+    ours = await planned.execute(query, variable_values=variables, context_value={"prepare": True})
+    theirs = await plain.execute(query, variable_values=variables, context_value={"prepare": True})
     assert ours.data == theirs.data
     assert [(e.message, e.path) for e in ours.errors or []] == [
         (e.message, e.path) for e in theirs.errors or []
@@ -113,3 +147,29 @@ async def test_a_null_in_a_non_null_field_still_errors_at_its_path() -> None:
 async def test_enum_members_answer_their_names() -> None:
     result = await planned.execute("{ items { color } }")
     assert result.data == {"items": [{"color": "RED"}, {"color": "BLUE"}]}
+
+
+BOXES = "query($n: Int!) { boxes { id label items(first: $n) { id name } all: items { id } } }"
+
+
+async def test_prepared_answers_stand_in_for_their_resolvers() -> None:
+    CALLS.clear()
+    ours = await planned.execute(BOXES, {"n": 1}, context_value={"prepare": True})
+    assert CALLS == ["items 2", "label", "items 1", "items 2"], "b1's prepared fields ran"
+    theirs = await plain.execute(BOXES, {"n": 1}, context_value={"prepare": False})
+    assert ours.errors is None and ours.data == theirs.data
+    assert ours.data is not None
+    assert ours.data["boxes"][0] == {
+        "id": "b1",
+        "label": "box b1",
+        "items": [{"id": "1", "name": "a"}],
+        "all": [{"id": "1"}, {"id": "2"}],
+    }
+
+
+async def test_answers_prepared_for_other_arguments_are_not_used() -> None:
+    CALLS.clear()
+    result = await planned.execute(BOXES, {"n": 2}, context_value={"prepare": True})
+    assert "items 2" in CALLS[:2] and CALLS.count("items 2") == 4
+    assert result.data is not None
+    assert result.data["boxes"][0]["items"] == [{"id": "1", "name": "a"}, {"id": "2", "name": "b"}]
