@@ -1,14 +1,21 @@
-"""The executor: graphql-core's, with plain leaf fields read straight off their objects.
+"""The executor: graphql-core's, with the generic steps skipped where a page's data is at hand.
 
 graphql-core runs every field the same way: a Path, a ResolveInfo, Strawberry's resolver
 (for a field without one, a wrapper around getattr), then value completion through
-several generic steps. Most fields of a page are an object's id, name or status: for
-them that is a dozen calls to read an attribute and serialise it, and it was the largest
-part of a read's CPU (issue 12). This executor plans each selection set once per
-operation: a field that only reads an attribute (no resolver, arguments or field
-extensions) of scalar or enum type is read and coerced in place; every other field goes
-graphql-core's way. So does a plain field whose value is missing, null where the schema
-forbids it, or not coercible: the error and the null rules stay graphql-core's own.
+several generic steps, again for every object of a list. For a page of 100 spaces that
+machinery was most of a read's CPU (issue 12). This executor plans each selection set
+once per operation and then, per field:
+
+- a plain field (an attribute: no resolver, arguments or field extensions) of scalar or
+  enum type is read and coerced in place;
+- a plain field holding objects (a connection's `nodes`, an edge's `node`) is read, and
+  its objects are completed directly;
+- a field whose answer was read ahead for its object (`prepared`, by field and
+  arguments: see schema.lookahead and prepare_spaces) is completed from that answer,
+  without calling its resolver;
+- anything else goes graphql-core's way, and so does any value that is missing, null
+  where the schema forbids it, not coercible or of an unexpected type: errors, their
+  paths and the null rules stay graphql-core's own (tests/test_executor.py).
 """
 
 from __future__ import annotations
@@ -23,9 +30,11 @@ from graphql import (
     FieldNode,
     GraphQLEnumType,
     GraphQLField,
+    GraphQLList,
     GraphQLNonNull,
     GraphQLObjectType,
     GraphQLOutputType,
+    GraphQLResolveInfo,
     GraphQLSchema,
     Undefined,
     is_leaf_type,
@@ -39,16 +48,30 @@ from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 from strawberry.types.field import StrawberryField
 
-_MISSING = object()
+# The attribute of a type whose objects may carry answers read ahead for some fields.
+PREPARED = "prepared"
+
+_MISSING: Any = object()  # no value at hand: graphql-core's path it is
+
+
+def prepared_key(field_name: str, arguments: dict[str, Any]) -> Hashable:
+    """Where an object's `prepared` answers keep a field's value: by its GraphQL name, and
+    with arguments, by those as graphql-core coerces them (schema.lookahead reads them so)."""
+    return (field_name, tuple(sorted(arguments.items()))) if arguments else field_name
 
 
 @dataclass(frozen=True, slots=True)
-class PlainLeaf:
-    """How to answer a field that is an attribute of its object, of scalar or enum type."""
+class FieldKind:
+    """What the executor may skip for one field of one type, worked out once per schema."""
 
-    attribute: str
-    coerce: Callable[[Any], Any]
+    # The Python attribute of a plain field; None when the field has a resolver,
+    # arguments or field extensions.
+    attribute: str | None
+    # For a plain field of scalar or enum type: its coercion, and whether null is allowed.
+    coerce: Callable[[Any], Any] | None
     nullable: bool
+    # The field's type is an object's that may carry prepared answers.
+    preparable: bool
 
 
 def _enum_coercion(enum_type: GraphQLEnumType) -> Callable[[Any], Any]:
@@ -66,53 +89,39 @@ def _enum_coercion(enum_type: GraphQLEnumType) -> Callable[[Any], Any]:
     return coerce
 
 
-def plain_leaf(field: GraphQLField) -> PlainLeaf | None:
-    """The field's PlainLeaf, or None when it needs graphql-core's full path."""
+def _origin(named_type: Any) -> Any:
+    definition = (named_type.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
+    return getattr(definition, "origin", None)
+
+
+def field_kind(parent_type: GraphQLObjectType, field: GraphQLField) -> FieldKind:
+    origin = _origin(parent_type)
+    preparable = origin is not None and PREPARED in getattr(origin, "__dataclass_fields__", {})
     definition = (field.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
-    if not isinstance(definition, StrawberryField) or not definition.is_basic_field:
-        return None
-    if field.args:
-        return None
+    if not isinstance(definition, StrawberryField) or not definition.is_basic_field or field.args:
+        return FieldKind(None, None, True, preparable)
     nullable = not isinstance(field.type, GraphQLNonNull)
-    leaf_type = field.type.of_type if isinstance(field.type, GraphQLNonNull) else field.type
-    if not is_leaf_type(leaf_type):
-        return None
-    if isinstance(leaf_type, GraphQLEnumType):
-        coerce = _enum_coercion(leaf_type)
-    else:
-        coerce = leaf_type.coerce_output_value  # type: ignore[union-attr]
-    return PlainLeaf(definition.python_name, coerce, nullable)
-
-
-def prepared_key(field_name: str, arguments: dict[str, Any]) -> Hashable:
-    """Where an object's `prepared` answers keep a field's value: by its GraphQL name, and
-    with arguments, by those as graphql-core coerces them (schema.lookahead reads them so)."""
-    return (field_name, tuple(sorted(arguments.items()))) if arguments else field_name
+    named = field.type.of_type if isinstance(field.type, GraphQLNonNull) else field.type
+    coerce: Callable[[Any], Any] | None = None
+    if isinstance(named, GraphQLEnumType):
+        coerce = _enum_coercion(named)
+    elif is_leaf_type(named):
+        coerce = named.coerce_output_value  # type: ignore[union-attr]
+    return FieldKind(definition.python_name, coerce, nullable, preparable)
 
 
 @dataclass(frozen=True, slots=True)
 class FieldPlan:
-    """One field of a selection set: read in place (`leaf`), looked up in the object's
-    prepared answers (`preparable`), or resolved the usual way (neither)."""
+    """One field of a selection set, as this operation asks for it."""
 
     response_name: str
     details: FieldDetailsList
     field: GraphQLField | None
-    leaf: PlainLeaf | None
-    preparable: bool
+    kind: FieldKind | None
 
 
-def _takes_prepared(parent_type: GraphQLObjectType) -> bool:
-    definition = (parent_type.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
-    origin = getattr(definition, "origin", None)
-    return origin is not None and PREPARED in getattr(origin, "__dataclass_fields__", {})
-
-
-# The attribute of a type whose objects may carry answers read ahead for some fields.
-PREPARED = "prepared"
-
-# Per schema: each (type, field)'s PlainLeaf or None, worked out on first use.
-_leaves: WeakKeyDictionary[GraphQLSchema, dict[tuple[str, str], PlainLeaf | None]] = (
+# Per schema: each (type, field)'s kind, worked out on first use.
+_kinds: WeakKeyDictionary[GraphQLSchema, dict[tuple[str, str], FieldKind | None]] = (
     WeakKeyDictionary()
 )
 
@@ -133,18 +142,16 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
         cached = self._plans.get(id(grouped_field_set))
         if cached is not None and cached[0] is grouped_field_set:
             return cached[1]
-        leaves = _leaves.setdefault(self.schema, {})
-        preparable = _takes_prepared(parent_type)
+        kinds = _kinds.setdefault(self.schema, {})
         plan = []
         for response_name, details in grouped_field_set.items():
             name = details[0].node.name.value
             field = parent_type.fields.get(name)
-            if (parent_type.name, name) not in leaves:
-                leaves[parent_type.name, name] = None if field is None else plain_leaf(field)
-            leaf = leaves[parent_type.name, name]
-            plan.append(
-                FieldPlan(response_name, details, field, leaf, preparable and field is not None)
-            )
+            if (parent_type.name, name) not in kinds:
+                kinds[parent_type.name, name] = (
+                    None if field is None else field_kind(parent_type, field)
+                )
+            plan.append(FieldPlan(response_name, details, field, kinds[parent_type.name, name]))
         self._plans[id(grouped_field_set)] = (grouped_field_set, plan)
         return plan
 
@@ -164,6 +171,19 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
         self._keys[id(node)] = (node, key)
         return key
 
+    def _at_hand(self, plan: FieldPlan, source: Any) -> Any:
+        """The field's value when no resolver need run for it, else _MISSING."""
+        kind = plan.kind
+        if kind is None or plan.field is None:
+            return _MISSING
+        if kind.attribute is not None:
+            return getattr(source, kind.attribute, _MISSING)
+        if kind.preparable:
+            answers = getattr(source, PREPARED, None)
+            if answers:
+                return answers.get(self._prepared_key(plan.field, plan.details), _MISSING)
+        return _MISSING
+
     def execute_fields(
         self,
         parent_type: GraphQLObjectType,
@@ -176,38 +196,32 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
         pending: list[str] = []
         is_awaitable = self.is_awaitable
         try:
-            for field in self._plan(parent_type, grouped_field_set):
-                name = field.response_name
-                leaf = field.leaf
-                if leaf is not None:
-                    value = getattr(source_value, leaf.attribute, _MISSING)
-                    if value is None and leaf.nullable:
-                        results[name] = None
-                        continue
-                    if value is not None and value is not _MISSING:
+            for plan in self._plan(parent_type, grouped_field_set):
+                name = plan.response_name
+                value = self._at_hand(plan, source_value)
+                coerce = None if plan.kind is None else plan.kind.coerce
+                if coerce is not None and value is not _MISSING:
+                    if value is None:
+                        if plan.kind.nullable:  # type: ignore[union-attr]
+                            results[name] = None
+                            continue
+                    else:
                         try:
-                            coerced = leaf.coerce(value)
+                            coerced = coerce(value)
                         except Exception:  # graphql-core's path reports it
                             coerced = None
                         if coerced is not None and coerced is not Undefined:
                             results[name] = coerced
                             continue
+                    value = _MISSING
                 field_path = Path(path, name, parent_type.name)
-                result: Any = _MISSING
-                if field.preparable:
-                    answers = getattr(source_value, PREPARED, None)
-                    if answers:
-                        assert field.field is not None
-                        value = answers.get(
-                            self._prepared_key(field.field, field.details), _MISSING
-                        )
-                        if value is not _MISSING:
-                            result = self._complete_prepared(
-                                parent_type, field, field_path, value, position_context
-                            )
-                if result is _MISSING:
+                if value is _MISSING:
                     result = self.execute_field(
-                        parent_type, source_value, field.details, field_path, position_context
+                        parent_type, source_value, plan.details, field_path, position_context
+                    )
+                else:
+                    result = self._complete_field(
+                        parent_type, plan, field_path, value, position_context
                     )
                 if result is not Undefined:
                     results[name] = result
@@ -221,28 +235,80 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
             return results
         return self._gather(results, pending)
 
-    def _complete_prepared(
+    def _complete_field(
         self,
         parent_type: GraphQLObjectType,
-        field: FieldPlan,
+        plan: FieldPlan,
         path: Path,
         value: Any,
         position_context: Any,
     ) -> AwaitableOrValue[Any]:
-        """What execute_field does once its resolver has returned `value`."""
-        assert field.field is not None
-        return_type = field.field.type
-        info = self.build_resolve_info(field.field, to_nodes(field.details), parent_type, path)
+        """What execute_field does once a resolver has returned `value`."""
+        assert plan.field is not None
+        return_type = plan.field.type
+        info = self.build_resolve_info(plan.field, to_nodes(plan.details), parent_type, path)
         try:
-            completed = self.complete_value(
-                return_type, field.details, info, path, value, position_context
-            )
+            completed = _MISSING
+            if position_context is None and value is not None:
+                completed = self._complete_objects(return_type, plan.details, info, path, value)
+            if completed is _MISSING:
+                completed = self.complete_value(
+                    return_type, plan.details, info, path, value, position_context
+                )
         except Exception as raw_error:
-            self.handle_field_error(raw_error, return_type, field.details, path)
+            self.handle_field_error(raw_error, return_type, plan.details, path)
             return None
         if self.is_awaitable(completed):
-            return self._await_completed(completed, return_type, field.details, path)
+            return self._await_completed(completed, return_type, plan.details, path)
         return completed
+
+    def _complete_objects(
+        self,
+        return_type: GraphQLOutputType,
+        details: FieldDetailsList,
+        info: GraphQLResolveInfo[Any],
+        path: Path,
+        value: Any,
+    ) -> Any:
+        """An object, or a list of objects, completed by running its selection set on each
+        directly; _MISSING for any other type or value (nulls, wrong types, @defer)."""
+        named = return_type.of_type if isinstance(return_type, GraphQLNonNull) else return_type
+        if isinstance(named, GraphQLObjectType):
+            object_type, items, item_type = named, [value], named
+        elif isinstance(named, GraphQLList) and isinstance(value, list):
+            item_type = named.of_type
+            inner = item_type.of_type if isinstance(item_type, GraphQLNonNull) else item_type
+            if not isinstance(inner, GraphQLObjectType) or details[0].node.directives:
+                return _MISSING  # lists of lists, of leaves, of interfaces; @stream
+            object_type, items = inner, value
+        else:
+            return _MISSING
+        is_type_of = object_type.is_type_of
+        for item in items:
+            if item is None or (is_type_of is not None and is_type_of(item, info) is not True):
+                return _MISSING
+        collected = self.collect_subfields(object_type, details)
+        if collected.new_defer_usages:
+            return _MISSING
+        fields = collected.grouped_field_set
+        if items is not value:  # one object
+            return self.execute_fields(object_type, value, path, fields, None)
+        completed: list[Any] = []
+        pending: list[int] = []
+        for index, item in enumerate(items):
+            item_path = path.add_key(index, None)
+            try:
+                result = self.execute_fields(object_type, item, item_path, fields, None)
+            except Exception as raw_error:
+                self.handle_field_error(raw_error, item_type, details, item_path)
+                result = None
+            if self.is_awaitable(result):
+                pending.append(index)
+                result = self._await_completed(result, item_type, details, item_path)
+            completed.append(result)
+        if not pending:
+            return completed
+        return self._gather_items(completed, pending)
 
     async def _await_completed(
         self,
@@ -265,3 +331,10 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
             values = await gather_with_cancel(*(results[name] for name in pending))
             results.update(zip(pending, values, strict=True))
         return results
+
+    @staticmethod
+    async def _gather_items(completed: list[Any], pending: list[int]) -> list[Any]:
+        values = await gather_with_cancel(*(completed[index] for index in pending))
+        for index, value in zip(pending, values, strict=True):
+            completed[index] = value
+        return completed

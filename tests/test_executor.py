@@ -57,6 +57,28 @@ BROKEN: dict[str, Any] = {
 }
 
 
+@strawberry.type
+class Shelf:
+    items: list[Item]
+    loose: list[Item | None]
+    first: Item | None
+    top: Item
+    others: list[Item]  # sometimes not a list of Items at all
+
+
+def shelf(attribute: str | None) -> Shelf:
+    found = items()
+    if attribute is not None:
+        setattr(found[1], attribute, BROKEN[attribute])
+    return Shelf(
+        items=found,
+        loose=[found[1], None, found[0]],
+        first=found[1],
+        top=found[1],
+        others=[found[0], "not an item"],  # type: ignore[list-item]
+    )
+
+
 CALLS: list[str] = []  # the Box resolvers that ran
 
 
@@ -103,6 +125,10 @@ class Query:
         return found
 
     @strawberry.field
+    def shelf(self, attribute: str | None = None) -> Shelf | None:
+        return shelf(attribute)
+
+    @strawberry.field
     def missing(self) -> list[Item]:
         item = items()[0]
         del item.name  # an object without the attribute: graphql-core's error
@@ -122,6 +148,13 @@ QUERIES = [
     '{ broken(attribute: "color") { id color } }',
     '{ broken(attribute: "name") { id name } }',
     "{ missing { id name } }",
+    "{ shelf { items { id name color } loose { id } first { name } top { id } } }",
+    '{ shelf(attribute: "must") { items { id must } } }',
+    '{ shelf(attribute: "must") { loose { id must } } }',
+    '{ shelf(attribute: "must") { first { id must } } }',
+    '{ shelf(attribute: "must") { top { id must } } }',
+    '{ shelf(attribute: "count") { loose { count } first { count } } }',
+    "{ shelf { others { id } } }",
 ]
 
 
