@@ -45,14 +45,20 @@ class HealthRule:
         return status, None if reason is None else reason.words
 
     def shown(self, space: Space, now: datetime) -> tuple[SpaceStatus, Reason | None]:
+        return self.shown_if_stale_before(space, self.stale_before(now))
+
+    def shown_if_stale_before(
+        self, space: Space, stale_before: datetime
+    ) -> tuple[SpaceStatus, Reason | None]:
+        """`shown` with the staleness limit worked out once, for a page of spaces."""
         last_result = space.last_probe_at or space.created_at
-        stale = space.deregistered_at is None and last_result < self.stale_before(now)
         return shown(
             probe_state(space),
             held=space.held,
             deregistered=space.deregistered_at is not None,
-            stale=stale,
-            last_error=last_error(space),
+            stale=space.deregistered_at is None and last_result < stale_before,
+            # The rule reads the last failure only while failures count.
+            last_error=last_error(space) if space.consecutive_failures else None,
         )
 
 

@@ -69,6 +69,12 @@ def after_probe(
     return ProbeState(status, failures), reason
 
 
+_DEREGISTERED = Reason(DEREGISTERED, StatusReasonCode.DEREGISTERED)
+_HELD = Reason(OPERATOR_HOLD, StatusReasonCode.OPERATOR_HOLD)
+_STALE = Reason(PROBE_STALE, StatusReasonCode.PROBE_STALE)
+_REGISTERED = Reason(REGISTERED, StatusReasonCode.REGISTERED)
+
+
 def shown(
     probes: ProbeState,
     *,
@@ -81,15 +87,15 @@ def shown(
     space whose last probe result is older than the staleness limit; `last_error`: the
     last probe's failure, behind INACTIVE or counting toward it."""
     if deregistered:
-        return SpaceStatus.INACTIVE, Reason(DEREGISTERED, StatusReasonCode.DEREGISTERED)
+        return SpaceStatus.INACTIVE, _DEREGISTERED
     if held:
-        return SpaceStatus.INACTIVE, Reason(OPERATOR_HOLD, StatusReasonCode.OPERATOR_HOLD)
+        return SpaceStatus.INACTIVE, _HELD
     if stale:
-        return SpaceStatus.UNKNOWN, Reason(PROBE_STALE, StatusReasonCode.PROBE_STALE)
+        return SpaceStatus.UNKNOWN, _STALE
     if probes.failures > 0 and last_error is not None:
         return probes.status, last_error
     if probes.status == SpaceStatus.UNKNOWN:
-        return SpaceStatus.UNKNOWN, Reason(REGISTERED, StatusReasonCode.REGISTERED)
+        return SpaceStatus.UNKNOWN, _REGISTERED
     return probes.status, None
 
 

@@ -18,6 +18,7 @@ from core.ids import event_id, event_number, kind_of
 from core.reasons import failure_code
 from core.services import utcnow
 from core.status_rules import Reason
+from db import environments as environment_rows
 from db import owned
 from db import spaces as space_rows
 from db.environments import EnvironmentRecord
@@ -262,42 +263,45 @@ class SpaceLinks:
 async def space_links(
     context: Context, spaces: Sequence[Space], wanted: SpaceLinksWanted
 ) -> dict[str, SpaceLinks]:
-    """The links of a page of spaces through the request's loaders: the same batches (and
-    SQL statements) the fields would make one by one, made at once. Only what the caller
-    may view; a `first` out of range is left to the field, which refuses it."""
-    caller, loaders = context.caller, context.loaders
+    """The links of a page of spaces, read at once in the operation's session: the same
+    statements the fields would make through their loaders one by one. Only what the
+    caller may view; a `first` out of range is left to the field, which refuses it."""
+    caller = context.caller
     ids = [space.id for space in spaces]
     links = {space_id: SpaceLinks() for space_id in ids}
-    accounts = [s.cloud_account_id for s in spaces if s.cloud_account_id is not None]
-    load_accounts = wanted.cloud_account and caller.can("cloudaccount:view")
-    load_environments = wanted.environments and caller.can("environment:view")
-    events: list[tuple[Hashable, int]] = []
+    counts: dict[int, list[Hashable]] = {}  # statusEvents' `first` → the selections asking
     if caller.can("space:view"):
         for key, given in wanted.events:
             try:
-                events.append((key, checked_first(given, DEFAULT_EVENTS)))
+                counts.setdefault(checked_first(given, DEFAULT_EVENTS), []).append(key)
             except ApiError:
                 continue
-    found_accounts, found_environments, found_events = await asyncio.gather(
-        loaders.cloud_account.load_many(accounts if load_accounts else []),
-        loaders.environments_of_space.load_many(ids if load_environments else []),
-        asyncio.gather(
-            *(loaders.recent_events.load_many([(i, n) for i in ids]) for _, n in events)
-        ),
-    )
-    if load_accounts:
-        by_id = dict(zip(accounts, found_accounts, strict=True))
-        for space in spaces:
-            link = links[space.id]
-            link.cloud_account_loaded = True
-            if space.cloud_account_id is not None:
-                link.cloud_account = by_id[space.cloud_account_id]
-    if load_environments:
-        for space_id, environments in zip(ids, found_environments, strict=True):
-            links[space_id].environments = environments
-    for (key, _), per_space in zip(events, found_events, strict=True):
-        for space_id, space_events in zip(ids, per_space, strict=True):
-            links[space_id].events[key] = space_events
+    load_accounts = wanted.cloud_account and caller.can("cloudaccount:view")
+    load_environments = wanted.environments and caller.can("environment:view")
+    if not (load_accounts or load_environments or counts):
+        return links
+    async with context.loaders.reading() as session:
+        if load_accounts:
+            account_ids = sorted({s.cloud_account_id for s in spaces if s.cloud_account_id})
+            found = await owned.by_ids(session, CloudAccount, caller.org_id, account_ids)
+            by_id = {account.id: account for account in found}
+            for space in spaces:
+                link = links[space.id]
+                link.cloud_account_loaded = True
+                if space.cloud_account_id is not None:
+                    link.cloud_account = by_id.get(space.cloud_account_id)
+        if load_environments:
+            of_space: dict[str, list[EnvironmentRecord]] = {space_id: [] for space_id in ids}
+            for environment in await environment_rows.environments_of_spaces(session, ids):
+                of_space[environment.space_id].append(environment)
+            for space_id, link in links.items():
+                link.environments = of_space[space_id]
+        for first, keys in counts.items():
+            grouped = await space_rows.recent_events(session, ids, first)
+            for space_id, link in links.items():
+                events = grouped.get(space_id, [])
+                for key in keys:
+                    link.events[key] = events
     return links
 
 

@@ -15,6 +15,7 @@ from core import namespaces as namespace_rules
 from core import roles as role_rules
 from core.health import last_error
 from core.ids import event_id
+from core.services import utcnow
 from db import tables
 from db.environments import EnvironmentRecord
 from db.pages import Page
@@ -539,6 +540,8 @@ def prepare_spaces(
     """Each space's answers read ahead for a page (schema.execution answers those fields
     from them without calling their resolvers); with `status`, its health as well."""
     accounts: dict[str, CloudAccount] = {}
+    health = context.services.health
+    stale_before = health.stale_before(utcnow())
     for space in spaces:
         link = links[space.row.id]
         answers: dict[Hashable, Any] = {}
@@ -552,7 +555,7 @@ def prepare_spaces(
         for key, events in link.events.items():
             answers[key] = [SpaceStatusEvent.from_row(event) for event in events]
         if status:
-            shown, reason = reads.space_shown(context, space.row)
+            shown, reason = health.shown_if_stale_before(space.row, stale_before)
             answers["status"] = SpaceStatus[shown]
             answers["statusReason"] = None if reason is None else reason.words
             answers["statusReasonCode"] = None if reason is None else StatusReasonCode[reason.code]
