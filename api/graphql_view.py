@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import orjson
 from cross_web import AsyncHTTPRequestAdapter, HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -569,6 +570,15 @@ class GraphQLView(GraphQL[Context, None]):
 
     def decode_json(self, data: str | bytes) -> object:
         return decoded_json(data)
+
+    def encode_json(self, data: object) -> str:
+        """The compact JSON Strawberry writes with json.dumps, by orjson: several times
+        faster on a page (issue 12). A str, as WebSocket text frames need; json.dumps for
+        what orjson refuses (integers beyond 64 bits, non-string keys)."""
+        try:
+            return orjson.dumps(data).decode()
+        except TypeError:
+            return json.dumps(data, separators=(",", ":"))
 
     async def parse_http_body(
         self, request: AsyncHTTPRequestAdapter

@@ -67,7 +67,8 @@ class FieldKind:
     # The Python attribute of a plain field; None when the field has a resolver,
     # arguments or field extensions.
     attribute: str | None
-    # For a plain field of scalar or enum type: its coercion, and whether null is allowed.
+    # For a field of scalar or enum type: its coercion (for a value read in place or
+    # prepared), and whether null is allowed.
     coerce: Callable[[Any], Any] | None
     nullable: bool
     # The field's type is an object's that may carry prepared answers.
@@ -98,8 +99,8 @@ def field_kind(parent_type: GraphQLObjectType, field: GraphQLField) -> FieldKind
     origin = _origin(parent_type)
     preparable = origin is not None and PREPARED in getattr(origin, "__dataclass_fields__", {})
     definition = (field.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
-    if not isinstance(definition, StrawberryField) or not definition.is_basic_field or field.args:
-        return FieldKind(None, None, True, preparable)
+    plain = isinstance(definition, StrawberryField) and definition.is_basic_field
+    attribute = definition.python_name if plain and not field.args else None  # type: ignore[union-attr]
     nullable = not isinstance(field.type, GraphQLNonNull)
     named = field.type.of_type if isinstance(field.type, GraphQLNonNull) else field.type
     coerce: Callable[[Any], Any] | None = None
@@ -107,7 +108,7 @@ def field_kind(parent_type: GraphQLObjectType, field: GraphQLField) -> FieldKind
         coerce = _enum_coercion(named)
     elif is_leaf_type(named):
         coerce = named.coerce_output_value  # type: ignore[union-attr]
-    return FieldKind(definition.python_name, coerce, nullable, preparable)
+    return FieldKind(attribute, coerce, nullable, preparable)
 
 
 @dataclass(frozen=True, slots=True)

@@ -365,8 +365,8 @@ class Space(Node):
             row=row,
             id=strawberry.ID(row.id),
             name=row.name,
-            provider=Provider(row.provider),
-            space_type=SpaceType(row.space_type),
+            provider=Provider[row.provider],  # the stored values are the names
+            space_type=SpaceType[row.space_type],
             synthetic=row.synthetic,
             consecutive_failures=row.consecutive_failures,
             created_at=row.created_at,
