@@ -78,9 +78,29 @@ class Edge(Generic[T]):
     "paging info and the total."
 )
 class Connection(Generic[T]):
-    edges: list[Edge[T]] = strawberry.field(description="The page's items with their cursors.")
+    page: Private[Page[Any]]
+
+    # Cursors, edges and paging info only when asked: most pages are read through `nodes`.
+    def _edges(self) -> list[Edge[T]]:
+        cursors = cursors_of(self.page)
+        return [Edge(cursor=c, node=n) for c, n in zip(cursors, self.nodes, strict=True)]
+
+    def _page_info(self) -> PageInfo:
+        cursors = cursors_of(self.page)
+        return PageInfo(
+            has_next_page=self.page.has_next,
+            has_previous_page=self.page.has_previous,
+            start_cursor=cursors[0] if cursors else None,
+            end_cursor=cursors[-1] if cursors else None,
+        )
+
+    edges: list[Edge[T]] = strawberry.field(
+        resolver=_edges, description="The page's items with their cursors."
+    )
     nodes: list[T] = strawberry.field(description="The page's items, as in edges.")
-    page_info: PageInfo = strawberry.field(description="Where this page sits in the list.")
+    page_info: PageInfo = strawberry.field(
+        resolver=_page_info, description="Where this page sits in the list."
+    )
     total_count: int = strawberry.field(
         description="How many items the whole list has (every page, filters applied)."
     )
@@ -88,18 +108,7 @@ class Connection(Generic[T]):
     @classmethod
     def of(cls, page: Page[Any], wrap: type[T]) -> Connection[T]:
         nodes = [wrap.from_row(row) for row in page.items]  # type: ignore[attr-defined]
-        cursors = cursors_of(page)
-        return cls(
-            edges=[Edge(cursor=c, node=n) for c, n in zip(cursors, nodes, strict=True)],
-            nodes=nodes,
-            page_info=PageInfo(
-                has_next_page=page.has_next,
-                has_previous_page=page.has_previous,
-                start_cursor=cursors[0] if cursors else None,
-                end_cursor=cursors[-1] if cursors else None,
-            ),
-            total_count=page.total,
-        )
+        return cls(page=page, nodes=nodes, total_count=page.total)
 
 
 @strawberry.type(description="How many spaces match a filter, by status: a dashboard's header.")
