@@ -1,8 +1,8 @@
 """Which fields a query selects below the field resolving now, so a list can load its items'
-links in one batch before graphql-core reaches them (issue 12): the items' fields then
-resolve from memory, as plain functions, instead of each awaiting a DataLoader in an
-asyncio task of its own. Reading ahead only saves work; the fields still resolve alone
-for items that were not prepared this way.
+links in one batch before graphql-core reaches them (issue 12): the items then carry those
+answers (`prepared`, by field and arguments) and the executor (schema.execution) completes
+them without calling their resolvers. Reading ahead only saves work; the fields still
+resolve alone for items that were not prepared this way.
 """
 
 from __future__ import annotations
