@@ -68,14 +68,8 @@ async def ordered_page(
     order: Order,
     keyset: Keyset,
 ) -> Page[Any]:
-    """One page (size+1 rows, to know whether more follow) plus the total count. A first
-    page carries the total on its rows (a window count over the whole filtered list): one
-    statement; a later page counts in a second statement, as its rows are only those past
-    the cursor."""
-    counted_with_rows = keyset.position is None
-    total = None
-    if not counted_with_rows:
-        total = await session.scalar(sa.select(sa.func.count()).select_from(query.subquery()))
+    """One page (size+1 rows, to know whether more follow) plus the total count: two statements."""
+    total = await session.scalar(sa.select(sa.func.count()).select_from(query.subquery()))
     columns: list[Any] = [id_column] if order.key is None else [order.key, id_column]
     # Reading backwards under a descending order is reading ascending, and so on.
     ascending = order.descending == keyset.backward
@@ -89,12 +83,8 @@ async def ordered_page(
         query = query.where(row > mark if ascending else row < mark)
     if order.key is not None:
         query = query.add_columns(order.key)
-    if counted_with_rows:
-        query = query.add_columns(sa.func.count().over())
     query = query.order_by(*(c.asc() if ascending else c.desc() for c in columns))
     fetched = (await session.execute(query.limit(keyset.size + 1))).all()
-    if counted_with_rows:
-        total = fetched[0][-1] if fetched else 0
     more = len(fetched) > keyset.size
     rows = list(fetched[: keyset.size])
     if keyset.backward:
