@@ -197,7 +197,7 @@ class CloudAccount(Node):
             row=row,
             id=strawberry.ID(row.id),
             name=row.name,
-            provider=Provider(row.provider),
+            provider=Provider[row.provider],
             created_at=row.created_at,
         )
 
@@ -331,8 +331,8 @@ class SpaceStatusEvent(Node):
             id=strawberry.ID(event_id(row.id or 0)),
             reason_code=StatusReasonCode[reads.event_reason_code(row)],
             space_id=strawberry.ID(row.space_id),
-            previous=None if row.previous is None else SpaceStatus(row.previous),
-            status=SpaceStatus(row.status),
+            previous=None if row.previous is None else SpaceStatus[row.previous],
+            status=SpaceStatus[row.status],
             at=row.at,
             reason=row.reason,
         )
