@@ -16,7 +16,7 @@ from strawberry.types.graphql import OperationType
 from resolvers.context import OperationLoaders
 from schema.audit import audit_every_mutation
 from schema.errors import ErrorPolicy
-from schema.execution import Executor
+from schema.execution import Executor, assert_type_checks_ignore_info
 from schema.input_text import guard_roots
 from schema.limits import MAX_TOKENS, DocumentLimits
 from schema.mutation import Mutation
@@ -68,6 +68,7 @@ schema = SpacedockSchema(
         ErrorPolicy,
     ],
 )
+assert_type_checks_ignore_info(schema._schema)
 
 
 def sdl() -> str:

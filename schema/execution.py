@@ -34,7 +34,6 @@ from graphql import (
     GraphQLNonNull,
     GraphQLObjectType,
     GraphQLOutputType,
-    GraphQLResolveInfo,
     GraphQLSchema,
     Undefined,
     is_leaf_type,
@@ -52,6 +51,19 @@ from strawberry.types.field import StrawberryField
 PREPARED = "prepared"
 
 _MISSING: Any = object()  # no value at hand: graphql-core's path it is
+# What the fast path hands type checks for the ResolveInfo it does not build.
+NO_INFO: Any = None
+
+
+def assert_type_checks_ignore_info(schema: GraphQLSchema) -> None:
+    """The fast path calls is_type_of without a ResolveInfo: only Strawberry's own checks,
+    which do not read it, may be in the schema (a type's custom is_type_of is refused)."""
+    for named in schema.type_map.values():
+        if isinstance(named, GraphQLObjectType):
+            definition = (named.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
+            assert getattr(definition, "is_type_of", None) is None, (
+                f"{named.name} has its own is_type_of; schema.execution passes it no info"
+            )
 
 
 def prepared_key(field_name: str, arguments: dict[str, Any]) -> Hashable:
@@ -247,12 +259,14 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
         """What execute_field does once a resolver has returned `value`."""
         assert plan.field is not None
         return_type = plan.field.type
-        info = self.build_resolve_info(plan.field, to_nodes(plan.details), parent_type, path)
         try:
             completed = _MISSING
             if position_context is None and value is not None:
-                completed = self._complete_objects(return_type, plan.details, info, path, value)
+                completed = self._complete_objects(return_type, plan.details, path, value)
             if completed is _MISSING:
+                info = self.build_resolve_info(
+                    plan.field, to_nodes(plan.details), parent_type, path
+                )
                 completed = self.complete_value(
                     return_type, plan.details, info, path, value, position_context
                 )
@@ -267,12 +281,13 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
         self,
         return_type: GraphQLOutputType,
         details: FieldDetailsList,
-        info: GraphQLResolveInfo[Any],
         path: Path,
         value: Any,
     ) -> Any:
         """An object, or a list of objects, completed by running its selection set on each
-        directly; _MISSING for any other type or value (nulls, wrong types, @defer)."""
+        directly; _MISSING for any other type or value (nulls, wrong types, @defer). No
+        ResolveInfo is built: Strawberry's type checks (is_type_of) do not read it, and the
+        schema defines no others (schema.build asserts it)."""
         named = return_type.of_type if isinstance(return_type, GraphQLNonNull) else return_type
         if isinstance(named, GraphQLObjectType):
             object_type, items, item_type = named, [value], named
@@ -286,7 +301,7 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
             return _MISSING
         is_type_of = object_type.is_type_of
         for item in items:
-            if item is None or (is_type_of is not None and is_type_of(item, info) is not True):
+            if item is None or (is_type_of is not None and is_type_of(item, NO_INFO) is not True):
                 return _MISSING
         collected = self.collect_subfields(object_type, details)
         if collected.new_defer_usages:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import strawberry
 
-from schema.execution import Executor, prepared_key
+from schema.execution import Executor, assert_type_checks_ignore_info, prepared_key
 
 
 @strawberry.enum
@@ -206,3 +206,25 @@ async def test_answers_prepared_for_other_arguments_are_not_used() -> None:
     assert "items 2" in CALLS[:2] and CALLS.count("items 2") == 4
     assert result.data is not None
     assert result.data["boxes"][0]["items"] == [{"id": "1", "name": "a"}, {"id": "2", "name": "b"}]
+
+
+@strawberry.type
+class Checked:
+    x: int
+
+    @classmethod
+    def is_type_of(cls, obj: Any, info: Any) -> bool:
+        return isinstance(obj, cls)
+
+
+@strawberry.type
+class CheckedQuery:
+    checked: Checked
+
+
+def test_a_type_with_its_own_type_check_is_refused() -> None:
+    """The fast path passes type checks no ResolveInfo; a check that might read one is
+    refused when the schema is built (schema.build runs this on spacedock's schema)."""
+    with pytest.raises(AssertionError, match="Checked has its own is_type_of"):
+        assert_type_checks_ignore_info(strawberry.Schema(query=CheckedQuery)._schema)
+    assert_type_checks_ignore_info(planned._schema)
