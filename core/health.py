@@ -14,6 +14,7 @@ from typing import Protocol
 from core.reasons import StatusReasonCode, failure_code
 from core.status_rules import ProbeState, Reason, shown
 from core.statuses import SpaceStatus
+from db.spaces import SpaceRow
 from db.tables import Space
 
 STALE_AFTER_INTERVALS = 3
@@ -38,17 +39,17 @@ class HealthRule:
     def stale_before(self, now: datetime) -> datetime:
         return now - timedelta(seconds=self.probe_interval_s * STALE_AFTER_INTERVALS)
 
-    def status_of(self, space: Space, now: datetime) -> tuple[SpaceStatus, str | None]:
+    def status_of(self, space: SpaceRow, now: datetime) -> tuple[SpaceStatus, str | None]:
         """(status, why): why names deregistration, the hold, staleness, or the failure
         behind INACTIVE or counting toward it."""
         status, reason = self.shown(space, now)
         return status, None if reason is None else reason.words
 
-    def shown(self, space: Space, now: datetime) -> tuple[SpaceStatus, Reason | None]:
+    def shown(self, space: SpaceRow, now: datetime) -> tuple[SpaceStatus, Reason | None]:
         return self.shown_if_stale_before(space, self.stale_before(now))
 
     def shown_if_stale_before(
-        self, space: Space, stale_before: datetime
+        self, space: SpaceRow, stale_before: datetime
     ) -> tuple[SpaceStatus, Reason | None]:
         """`shown` with the staleness limit worked out once, for a page of spaces."""
         last_result = space.last_probe_at or space.created_at
@@ -62,7 +63,7 @@ class HealthRule:
         )
 
 
-def last_error(space: Space) -> Reason | None:
+def last_error(space: SpaceRow) -> Reason | None:
     """The last probe's failure with its code (codes are stored with each result)."""
     if space.last_probe_error is None:
         return None

@@ -21,6 +21,7 @@ from core.rbac import Viewer
 from core.services import Services, Unit
 from core.statuses import SpaceStatus
 from db import owned
+from db.spaces import SpaceRow
 from db.tables import Space
 from providers import kube
 from providers.errors import AccessRevoked, PermanentError, ProviderError
@@ -35,7 +36,7 @@ class Namespace:
     name: str
     managed: bool
     created_at: datetime | None
-    space: Space
+    space: SpaceRow
 
 
 def namespace_id(space_id: str, name: str) -> str:
@@ -44,7 +45,7 @@ def namespace_id(space_id: str, name: str) -> str:
     return "ns_" + base64.urlsafe_b64encode(f"{space_id}/{name}".encode()).decode().rstrip("=")
 
 
-def _ours(found: kube.ClusterNamespace, space: Space) -> Namespace:
+def _ours(found: kube.ClusterNamespace, space: SpaceRow) -> Namespace:
     return Namespace(
         name=found.name,
         managed=found.labels.get(MANAGED_BY_LABEL) == MANAGER,
@@ -54,7 +55,7 @@ def _ours(found: kube.ClusterNamespace, space: Space) -> Namespace:
 
 
 async def list_namespaces(
-    services: Services, viewer: Viewer, space: Space, budget: LiveCallBudget
+    services: Services, viewer: Viewer, space: SpaceRow, budget: LiveCallBudget
 ) -> list[Namespace]:
     """Every namespace on the space's cluster, by name; ApiError PROVIDER_ERROR when the
     cluster cannot be asked (or the operation's live-call budget is spent)."""

@@ -8,7 +8,7 @@ key the id alone is the keyset.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -67,8 +67,11 @@ async def ordered_page(
     id_column: Any,
     order: Order,
     keyset: Keyset,
+    record: Callable[[Sequence[Any]], Any] | None = None,
 ) -> Page[Any]:
-    """One page (size+1 rows, to know whether more follow) plus the total count: two statements."""
+    """One page (size+1 rows, to know whether more follow) plus the total count: two
+    statements. Each item is the row's first column (an ORM object), or with `record`,
+    what it makes of the row's columns."""
     total = await session.scalar(sa.select(sa.func.count()).select_from(query.subquery()))
     columns: list[Any] = [id_column] if order.key is None else [order.key, id_column]
     # Reading backwards under a descending order is reading ascending, and so on.
@@ -91,11 +94,11 @@ async def ordered_page(
         rows.reverse()
     started = keyset.position is not None
     return Page(
-        items=[row[0] for row in rows],
+        items=[row[0] for row in rows] if record is None else [record(row) for row in rows],
         has_next=started if keyset.backward else more,
         has_previous=more if keyset.backward else started,
         total=total or 0,
-        keys=[row[1] for row in rows] if order.key is not None else (),
+        keys=[row[-1] for row in rows] if order.key is not None else (),
     )
 
 

@@ -51,6 +51,42 @@ class SpaceWhere:
     include_deregistered: bool = False
 
 
+class SpaceRecord(NamedTuple):
+    """A space as a page of spaces shows it: its columns in a tuple, no ORM object to build
+    and track (issue 12). Read-only code takes either (`SpaceRow`)."""
+
+    id: str
+    org_id: str
+    name: str
+    provider: str
+    space_type: str
+    cloud_account_id: str | None
+    config_json: str
+    identity_key: str
+    secret_ciphertext: str | None
+    synthetic: bool
+    probe_status: str
+    held: bool
+    consecutive_failures: int
+    last_probe_at: datetime | None
+    last_probe_ok: bool | None
+    last_probe_version: str | None
+    last_probe_latency_ms: float | None
+    last_probe_error: str | None
+    last_probe_error_code: str | None
+    next_probe_at: datetime
+    created_at: datetime
+    deregistered_at: datetime | None
+
+
+SpaceRow = Space | SpaceRecord
+_RECORD_COLUMNS = len(SpaceRecord._fields)
+
+
+def _space_record(row: Sequence[Any]) -> SpaceRecord:
+    return SpaceRecord._make(row[:_RECORD_COLUMNS])
+
+
 def _name_contains(text: str) -> sa.ColumnElement[bool]:
     """Case-insensitive substring; on Postgres the trigram index on name serves it."""
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -108,11 +144,16 @@ async def list_spaces(
     stale_before: datetime,
     order_by: str | None = None,
     descending: bool = False,
-) -> Page[Space]:
+) -> Page[SpaceRecord]:
     """A page of the org's spaces: by id, or by `order_by` then id; two statements."""
-    query = _spaces_where(org_id, where, stale_before)
+    table = Space.__table__.c  # type: ignore[attr-defined]
+    query = _spaces_where(org_id, where, stale_before).with_only_columns(
+        *(table[name] for name in SpaceRecord._fields)
+    )
     key = None if order_by is None else order_key(order_by, stale_before)
-    return await ordered_page(session, query, col(Space.id), Order(key, descending), keyset)
+    return await ordered_page(
+        session, query, col(Space.id), Order(key, descending), keyset, _space_record
+    )
 
 
 async def count_spaces(

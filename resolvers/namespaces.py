@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from core import namespaces
 from core.errors import UserErrors
-from db.tables import Space
+from db.spaces import SpaceRow
 from resolvers.context import Context
 from resolvers.mutations import Outcome, run
 
 
-async def of_space(context: Context, space: Space) -> list[namespaces.Namespace]:
+async def of_space(context: Context, space: SpaceRow) -> list[namespaces.Namespace]:
     return await namespaces.list_namespaces(
         context.services, context.caller, space, context.loaders.live_calls
     )

@@ -23,7 +23,7 @@ from db import owned
 from db import spaces as space_rows
 from db.environments import EnvironmentRecord
 from db.pages import Page
-from db.spaces import StatusEventRecord
+from db.spaces import SpaceRecord, SpaceRow, StatusEventRecord
 from db.tables import CloudAccount, Environment, Space, SpaceStatusEvent
 from resolvers.context import Context
 from resolvers.pagination import (
@@ -55,7 +55,7 @@ async def spaces_page(
     after: str | None,
     last: int | None = None,
     before: str | None = None,
-) -> Page[Space]:
+) -> Page[SpaceRecord]:
     """`order` is a SpaceOrderField and direction, as in "NAME:DESC"; None: id order."""
     context.caller.require_to_read("space:view")
     page = keyset(first, after, last, before, "Space", order)
@@ -183,7 +183,7 @@ async def one(context: Context, kind: str, object_id: str) -> Any:
     return found[1] if found is not None and found[0] == kind else None
 
 
-def space_config(space: Space) -> dict[str, Any]:
+def space_config(space: SpaceRow) -> dict[str, Any]:
     """The public config under Python (snake_case) names, as SpaceConfig takes them."""
     return {
         re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower(): value
@@ -191,7 +191,7 @@ def space_config(space: Space) -> dict[str, Any]:
     }
 
 
-def space_shown(context: Context, space: Space) -> tuple[str, Reason | None]:
+def space_shown(context: Context, space: SpaceRow) -> tuple[str, Reason | None]:
     """The status the space shows and why (words and code)."""
     return context.services.health.shown(space, utcnow())
 
@@ -261,7 +261,7 @@ class SpaceLinks:
 
 
 async def space_links(
-    context: Context, spaces: Sequence[Space], wanted: SpaceLinksWanted
+    context: Context, spaces: Sequence[SpaceRow], wanted: SpaceLinksWanted
 ) -> dict[str, SpaceLinks]:
     """The links of a page of spaces, read at once in the operation's session: the same
     statements the fields would make through their loaders one by one. Only what the

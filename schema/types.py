@@ -19,7 +19,7 @@ from core.services import utcnow
 from db import tables
 from db.environments import EnvironmentRecord
 from db.pages import Page
-from db.spaces import StatusEventRecord
+from db.spaces import SpaceRow, StatusEventRecord
 from resolvers import access as access_reads
 from resolvers import cloudspaces as cloudspace_reads
 from resolvers import namespaces as namespace_reads
@@ -281,7 +281,7 @@ class ProbeResult:
     )
 
     @classmethod
-    def of_space(cls, row: tables.Space) -> ProbeResult | None:
+    def of_space(cls, row: SpaceRow) -> ProbeResult | None:
         if row.last_probe_at is None or row.last_probe_ok is None:
             return None
         error = last_error(row)
@@ -349,7 +349,7 @@ class SpaceStatusEvent(Node):
     description="A registered cluster: where things run. Its status comes from the probe."
 )
 class Space(Node):
-    row: Private[tables.Space]
+    row: Private[SpaceRow]
     id: strawberry.ID = strawberry.field(description="The space's id.")
     name: str = strawberry.field(description="Unique among the org's registered spaces.")
     provider: Provider = strawberry.field(description="Where the cluster runs.")
@@ -369,7 +369,7 @@ class Space(Node):
     prepared: Private[dict[Hashable, Any] | None] = None
 
     @classmethod
-    def from_row(cls, row: tables.Space) -> Space:
+    def from_row(cls, row: SpaceRow) -> Space:
         return cls(
             row=row,
             id=strawberry.ID(row.id),
@@ -479,7 +479,7 @@ class Space(Node):
 
 @strawberry.type(description="A namespace on a space's cluster, read live.")
 class Namespace:
-    space_row: Private[tables.Space]
+    space_row: Private[SpaceRow]
     name: str = strawberry.field(description="The namespace's name on the cluster.")
     managed: bool = strawberry.field(
         description="Created by spacedock (carries its managed-by label)."
