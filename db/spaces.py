@@ -52,8 +52,8 @@ class SpaceWhere:
 
 
 class SpaceRecord(NamedTuple):
-    """A space as a page of spaces shows it: its columns in a tuple, no ORM object to build
-    and track (issue 12). Read-only code takes either (`SpaceRow`)."""
+    """A space as a page of spaces shows it: the columns reads use, in a tuple, no ORM
+    object to build and track (issue 12). Read-only code takes either (`SpaceRow`)."""
 
     id: str
     org_id: str
@@ -62,7 +62,6 @@ class SpaceRecord(NamedTuple):
     space_type: str
     cloud_account_id: str | None
     config_json: str
-    identity_key: str
     secret_ciphertext: str | None
     synthetic: bool
     probe_status: str
@@ -74,7 +73,6 @@ class SpaceRecord(NamedTuple):
     last_probe_latency_ms: float | None
     last_probe_error: str | None
     last_probe_error_code: str | None
-    next_probe_at: datetime
     created_at: datetime
     deregistered_at: datetime | None
 

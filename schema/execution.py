@@ -51,6 +51,7 @@ from strawberry.types.field import StrawberryField
 PREPARED = "prepared"
 
 _MISSING: Any = object()  # no value at hand: graphql-core's path it is
+_COMPLETED = (dict, list, type(None))  # what a completed field is when it is not awaitable
 # What the fast path hands type checks for the ResolveInfo it does not build.
 NO_INFO: Any = None
 
@@ -184,18 +185,14 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
         self._keys[id(node)] = (node, key)
         return key
 
-    def _at_hand(self, plan: FieldPlan, source: Any) -> Any:
-        """The field's value when no resolver need run for it, else _MISSING."""
-        kind = plan.kind
-        if kind is None or plan.field is None:
+    def _prepared(self, plan: FieldPlan, source: Any) -> Any:
+        """The field's answer read ahead for this object, else _MISSING."""
+        if plan.kind is None or not plan.kind.preparable or plan.field is None:
             return _MISSING
-        if kind.attribute is not None:
-            return getattr(source, kind.attribute, _MISSING)
-        if kind.preparable:
-            answers = getattr(source, PREPARED, None)
-            if answers:
-                return answers.get(self._prepared_key(plan.field, plan.details), _MISSING)
-        return _MISSING
+        answers = getattr(source, PREPARED, None)
+        if not answers:
+            return _MISSING
+        return answers.get(self._prepared_key(plan.field, plan.details), _MISSING)
 
     def execute_fields(
         self,
@@ -211,11 +208,15 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
         try:
             for plan in self._plan(parent_type, grouped_field_set):
                 name = plan.response_name
-                value = self._at_hand(plan, source_value)
-                coerce = None if plan.kind is None else plan.kind.coerce
+                kind = plan.kind
+                if kind is not None and kind.attribute is not None:
+                    value = getattr(source_value, kind.attribute, _MISSING)
+                else:
+                    value = self._prepared(plan, source_value)
+                coerce = None if kind is None else kind.coerce
                 if coerce is not None and value is not _MISSING:
                     if value is None:
-                        if plan.kind.nullable:  # type: ignore[union-attr]
+                        if kind.nullable:  # type: ignore[union-attr]
                             results[name] = None
                             continue
                     else:
@@ -238,7 +239,7 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
                     )
                 if result is not Undefined:
                     results[name] = result
-                    if is_awaitable(result):
+                    if type(result) not in _COMPLETED and is_awaitable(result):
                         pending.append(name)
         except Exception:
             if pending:  # settle the other fields' awaitables: they may fail too
@@ -318,7 +319,7 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
             except Exception as raw_error:
                 self.handle_field_error(raw_error, item_type, details, item_path)
                 result = None
-            if self.is_awaitable(result):
+            if type(result) is not dict and self.is_awaitable(result):
                 pending.append(index)
                 result = self._await_completed(result, item_type, details, item_path)
             completed.append(result)
