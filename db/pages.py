@@ -69,10 +69,11 @@ async def ordered_page(
     keyset: Keyset,
     record: Callable[[Sequence[Any]], Any] | None = None,
 ) -> Page[Any]:
-    """One page (size+1 rows, to know whether more follow) plus the total count: two
-    statements. Each item is the row's first column (an ORM object), or with `record`,
-    what it makes of the row's columns."""
-    total = await session.scalar(sa.select(sa.func.count()).select_from(query.subquery()))
+    """One page (size+1 rows, to know whether more follow) plus the total count. Each item
+    is the row's first column (an ORM object), or with `record`, what it makes of the row's
+    columns. A first page that holds the whole list is its own count (one statement);
+    otherwise the list is counted in a second."""
+    listed = query
     columns: list[Any] = [id_column] if order.key is None else [order.key, id_column]
     # Reading backwards under a descending order is reading ascending, and so on.
     ascending = order.descending == keyset.backward
@@ -89,6 +90,10 @@ async def ordered_page(
     query = query.order_by(*(c.asc() if ascending else c.desc() for c in columns))
     fetched = (await session.execute(query.limit(keyset.size + 1))).all()
     more = len(fetched) > keyset.size
+    if keyset.position is None and not more:
+        total: int | None = len(fetched)
+    else:
+        total = await session.scalar(sa.select(sa.func.count()).select_from(listed.subquery()))
     rows = list(fetched[: keyset.size])
     if keyset.backward:
         rows.reverse()
