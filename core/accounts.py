@@ -23,6 +23,7 @@ from core.services import Unit
 from core.spaces import public_config
 from db import cloud_accounts as account_rows
 from db import owned
+from db.cloud_accounts import CloudAccountRow
 from db.tables import CloudAccount, ClusterGrant, Space
 from providers.clouds import CloudCluster, ClusterLocation, adapter_for
 from providers.errors import ProviderError
@@ -301,7 +302,7 @@ class DiscoveryScope:
 
 
 async def discovery_scope(
-    unit: Unit, secrets: SecretBox, account: CloudAccount, region: str | None
+    unit: Unit, secrets: SecretBox, account: CloudAccountRow, region: str | None
 ) -> DiscoveryScope:
     descriptor = clouds.provider(account.provider)
     if region is not None and not descriptor.region_pattern.fullmatch(region):

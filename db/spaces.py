@@ -12,8 +12,9 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
+from db.cloud_accounts import CloudAccountRecord
 from db.pages import Keyset, Order, Page, ordered_page
-from db.tables import Space, SpaceStatusEvent, UtcDateTime
+from db.tables import CloudAccount, Space, SpaceStatusEvent, UtcDateTime
 
 EVENTS_KEPT_PER_SPACE = 1000
 LIVE = col(Space.deregistered_at).is_(None)
@@ -75,14 +76,23 @@ class SpaceRecord(NamedTuple):
     last_probe_error_code: str | None
     created_at: datetime
     deregistered_at: datetime | None
+    # Its cloud account, when the page was read with them (`list_spaces(with_accounts=)`).
+    account: CloudAccountRecord | None = None
 
 
 SpaceRow = Space | SpaceRecord
-_RECORD_COLUMNS = len(SpaceRecord._fields)
+_SPACE_COLUMNS = SpaceRecord._fields[:-1]
+_ACCOUNT_COLUMNS = CloudAccountRecord._fields
 
 
 def _space_record(row: Sequence[Any]) -> SpaceRecord:
-    return SpaceRecord._make(row[:_RECORD_COLUMNS])
+    return SpaceRecord(*row[: len(_SPACE_COLUMNS)])
+
+
+def _space_with_account(row: Sequence[Any]) -> SpaceRecord:
+    start, end = len(_SPACE_COLUMNS), len(_SPACE_COLUMNS) + len(_ACCOUNT_COLUMNS)
+    account = None if row[start] is None else CloudAccountRecord._make(row[start:end])
+    return SpaceRecord._make([*row[:start], account])
 
 
 def _name_contains(text: str) -> sa.ColumnElement[bool]:
@@ -142,16 +152,24 @@ async def list_spaces(
     stale_before: datetime,
     order_by: str | None = None,
     descending: bool = False,
+    with_accounts: bool = False,
 ) -> Page[SpaceRecord]:
-    """A page of the org's spaces: by id, or by `order_by` then id; two statements."""
+    """A page of the org's spaces: by id, or by `order_by` then id; with `with_accounts`,
+    each with its cloud account (the org's own) in the same statement."""
     table = Space.__table__.c  # type: ignore[attr-defined]
     query = _spaces_where(org_id, where, stale_before).with_only_columns(
-        *(table[name] for name in SpaceRecord._fields)
+        *(table[name] for name in _SPACE_COLUMNS)
     )
+    record = _space_record
+    if with_accounts:
+        accounts = CloudAccount.__table__.c  # type: ignore[attr-defined]
+        query = query.outerjoin(
+            CloudAccount.__table__,  # type: ignore[attr-defined]
+            sa.and_(accounts.id == table.cloud_account_id, accounts.org_id == table.org_id),
+        ).add_columns(*(accounts[name] for name in _ACCOUNT_COLUMNS))
+        record = _space_with_account
     key = None if order_by is None else order_key(order_by, stale_before)
-    return await ordered_page(
-        session, query, col(Space.id), Order(key, descending), keyset, _space_record
-    )
+    return await ordered_page(session, query, col(Space.id), Order(key, descending), keyset, record)
 
 
 async def count_spaces(

@@ -21,6 +21,7 @@ from core.status_rules import Reason
 from db import environments as environment_rows
 from db import owned
 from db import spaces as space_rows
+from db.cloud_accounts import CloudAccountRow
 from db.environments import EnvironmentRecord
 from db.pages import Page
 from db.spaces import SpaceRecord, SpaceRow, StatusEventRecord
@@ -55,8 +56,10 @@ async def spaces_page(
     after: str | None,
     last: int | None = None,
     before: str | None = None,
+    with_accounts: bool = False,
 ) -> Page[SpaceRecord]:
-    """`order` is a SpaceOrderField and direction, as in "NAME:DESC"; None: id order."""
+    """`order` is a SpaceOrderField and direction, as in "NAME:DESC"; None: id order.
+    `with_accounts`: each space with its cloud account, read in the same statement."""
     context.caller.require_to_read("space:view")
     page = keyset(first, after, last, before, "Space", order)
     _check_search(where.search)
@@ -70,6 +73,7 @@ async def spaces_page(
             stale_before=context.services.health.stale_before(utcnow()),
             order_by=field or None,
             descending=direction == "DESC",
+            with_accounts=with_accounts and context.caller.can("cloudaccount:view"),
         )
     return with_cursors(found, "Space", order)
 
@@ -254,18 +258,22 @@ class SpaceLinks:
     """One space's links, loaded with every other space of its page; None: not loaded
     (that field then loads alone)."""
 
-    cloud_account: CloudAccount | None = None
+    cloud_account: CloudAccountRow | None = None
     cloud_account_loaded: bool = False
     environments: list[EnvironmentRecord] | None = None
     events: dict[Hashable, list[StatusEventRecord]] = field(default_factory=dict)
 
 
 async def space_links(
-    context: Context, spaces: Sequence[SpaceRow], wanted: SpaceLinksWanted
+    context: Context,
+    spaces: Sequence[SpaceRecord],
+    wanted: SpaceLinksWanted,
+    accounts_read: bool = False,
 ) -> dict[str, SpaceLinks]:
     """The links of a page of spaces, read at once in the operation's session: the same
     statements the fields would make through their loaders one by one. Only what the
-    caller may view; a `first` out of range is left to the field, which refuses it."""
+    caller may view; a `first` out of range is left to the field, which refuses it.
+    `accounts_read`: the page was read with its cloud accounts (spaces_page)."""
     caller = context.caller
     ids = [space.id for space in spaces]
     links = {space_id: SpaceLinks() for space_id in ids}
@@ -278,6 +286,12 @@ async def space_links(
                 continue
     load_accounts = wanted.cloud_account and caller.can("cloudaccount:view")
     load_environments = wanted.environments and caller.can("environment:view")
+    if load_accounts and accounts_read:
+        for space in spaces:
+            link = links[space.id]
+            link.cloud_account_loaded = True
+            link.cloud_account = space.account
+        load_accounts = False
     if not (load_accounts or load_environments or counts):
         return links
     async with context.loaders.reading() as session:
@@ -313,7 +327,7 @@ async def environment_gate(
 
 
 async def discovered_clusters(
-    context: Context, account: CloudAccount, region: str | None
+    context: Context, account: CloudAccountRow, region: str | None
 ) -> list[accounts.Discovered]:
     """Live discovery on the cloud: the database is read first, then the cloud is asked."""
     context.caller.require_to_read("cloudaccount:view")

@@ -219,12 +219,21 @@ class Query:
         ] = None,
     ) -> Connection[Space]:
         order = None if order_by is None else order_by.label
+        wanted, status = space_links_wanted(info)
         page = await reads.spaces_page(
-            info.context, space_where(filter), order, first, after, last, before
+            info.context,
+            space_where(filter),
+            order,
+            first,
+            after,
+            last,
+            before,
+            with_accounts=wanted.cloud_account,
         )
         connection = Connection.of(page, Space)
-        wanted, status = space_links_wanted(info)
-        links = await reads.space_links(info.context, page.items, wanted)
+        links = await reads.space_links(
+            info.context, page.items, wanted, accounts_read=wanted.cloud_account
+        )
         prepare_spaces(info.context, connection.nodes, links, status)
         return connection
 

@@ -17,6 +17,7 @@ from core.health import last_error
 from core.ids import event_id
 from core.services import utcnow
 from db import tables
+from db.cloud_accounts import CloudAccountRow
 from db.environments import EnvironmentRecord
 from db.pages import Page
 from db.spaces import SpaceRow, StatusEventRecord
@@ -185,14 +186,14 @@ class DiscoveredCluster:
     "returned; spaces on its clusters mint short-lived credentials through it."
 )
 class CloudAccount(Node):
-    row: Private[tables.CloudAccount]
+    row: Private[CloudAccountRow]
     id: strawberry.ID = strawberry.field(description="The account's id.")
     name: str = strawberry.field(description="Unique in the org.")
     provider: Provider = strawberry.field(description="AWS, GCP or AZURE.")
     created_at: datetime = strawberry.field(description="When the account was created.")
 
     @classmethod
-    def from_row(cls, row: tables.CloudAccount) -> CloudAccount:
+    def from_row(cls, row: CloudAccountRow) -> CloudAccount:
         return cls(
             row=row,
             id=strawberry.ID(row.id),
