@@ -265,15 +265,12 @@ class SpaceLinks:
 
 
 async def space_links(
-    context: Context,
-    spaces: Sequence[SpaceRecord],
-    wanted: SpaceLinksWanted,
-    accounts_read: bool = False,
+    context: Context, spaces: Sequence[SpaceRecord], wanted: SpaceLinksWanted
 ) -> dict[str, SpaceLinks]:
     """The links of a page of spaces, read at once in the operation's session: the same
     statements the fields would make through their loaders one by one. Only what the
-    caller may view; a `first` out of range is left to the field, which refuses it.
-    `accounts_read`: the page was read with its cloud accounts (spaces_page)."""
+    caller may view; a `first` out of range is left to the field, which refuses it. The
+    cloud accounts came with the page (`spaces_page(with_accounts=wanted.cloud_account)`)."""
     caller = context.caller
     ids = [space.id for space in spaces]
     links = {space_id: SpaceLinks() for space_id in ids}
@@ -284,26 +281,15 @@ async def space_links(
                 counts.setdefault(checked_first(given, DEFAULT_EVENTS), []).append(key)
             except ApiError:
                 continue
-    load_accounts = wanted.cloud_account and caller.can("cloudaccount:view")
     load_environments = wanted.environments and caller.can("environment:view")
-    if load_accounts and accounts_read:
-        for space in spaces:
+    if wanted.cloud_account and caller.can("cloudaccount:view"):
+        for space in spaces:  # read with the page (spaces_page with_accounts)
             link = links[space.id]
             link.cloud_account_loaded = True
             link.cloud_account = space.account
-        load_accounts = False
-    if not (load_accounts or load_environments or counts):
+    if not (load_environments or counts):
         return links
     async with context.loaders.reading() as session:
-        if load_accounts:
-            account_ids = sorted({s.cloud_account_id for s in spaces if s.cloud_account_id})
-            found = await owned.by_ids(session, CloudAccount, caller.org_id, account_ids)
-            by_id = {account.id: account for account in found}
-            for space in spaces:
-                link = links[space.id]
-                link.cloud_account_loaded = True
-                if space.cloud_account_id is not None:
-                    link.cloud_account = by_id.get(space.cloud_account_id)
         if load_environments:
             of_space: dict[str, list[EnvironmentRecord]] = {space_id: [] for space_id in ids}
             for environment in await environment_rows.environments_of_spaces(session, ids):

@@ -231,9 +231,7 @@ class Query:
             with_accounts=wanted.cloud_account,
         )
         connection = Connection.of(page, Space)
-        links = await reads.space_links(
-            info.context, page.items, wanted, accounts_read=wanted.cloud_account
-        )
+        links = await reads.space_links(info.context, page.items, wanted)
         prepare_spaces(info.context, connection.nodes, links, status)
         return connection
 
