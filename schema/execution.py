@@ -67,10 +67,18 @@ def assert_type_checks_ignore_info(schema: GraphQLSchema) -> None:
             )
 
 
-def prepared_key(field_name: str, arguments: dict[str, Any]) -> Hashable:
+def prepared_key(field_name: str, arguments: dict[str, Any]) -> Hashable | None:
     """Where an object's `prepared` answers keep a field's value: by its GraphQL name, and
-    with arguments, by those as graphql-core coerces them (schema.lookahead reads them so)."""
-    return (field_name, tuple(sorted(arguments.items()))) if arguments else field_name
+    with arguments, by those as graphql-core coerces them (schema.lookahead reads them so).
+    None for arguments that cannot be a key (lists, input objects): never prepared."""
+    if not arguments:
+        return field_name
+    key = (field_name, tuple(sorted(arguments.items())))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +156,7 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
         # By the grouped field set's id, with the set itself: held, its id is not reused.
         self._plans: dict[int, tuple[GroupedFieldSet, list[FieldPlan]]] = {}
         # A field node's prepared-answer key: its arguments are fixed for the operation.
-        self._keys: dict[int, tuple[FieldNode, Hashable]] = {}
+        self._keys: dict[int, tuple[FieldNode, Hashable | None]] = {}
 
     def _plan(
         self, parent_type: GraphQLObjectType, grouped_field_set: GroupedFieldSet
@@ -169,7 +177,7 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
         self._plans[id(grouped_field_set)] = (grouped_field_set, plan)
         return plan
 
-    def _prepared_key(self, field: GraphQLField, details: FieldDetailsList) -> Hashable:
+    def _prepared_key(self, field: GraphQLField, details: FieldDetailsList) -> Hashable | None:
         node = details[0].node
         cached = self._keys.get(id(node))
         if cached is not None and cached[0] is node:
@@ -192,7 +200,8 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
         answers = getattr(source, PREPARED, None)
         if not answers:
             return _MISSING
-        return answers.get(self._prepared_key(plan.field, plan.details), _MISSING)
+        key = self._prepared_key(plan.field, plan.details)
+        return _MISSING if key is None else answers.get(key, _MISSING)
 
     def execute_fields(
         self,

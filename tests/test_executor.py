@@ -97,6 +97,10 @@ class Box:
         CALLS.append(f"items {first}")
         return items()[:first]
 
+    @strawberry.field
+    def tagged(self, tags: list[str]) -> str:
+        return ",".join(tags)
+
 
 def boxes(prepare: bool) -> list[Box]:
     found = [Box(id=strawberry.ID("b1")), Box(id=strawberry.ID("b2"))]
@@ -228,3 +232,10 @@ def test_a_type_with_its_own_type_check_is_refused() -> None:
     with pytest.raises(AssertionError, match="Checked has its own is_type_of"):
         assert_type_checks_ignore_info(strawberry.Schema(query=CheckedQuery)._schema)
     assert_type_checks_ignore_info(planned._schema)
+
+
+async def test_arguments_that_cannot_key_an_answer_go_to_the_resolver() -> None:
+    query = '{ boxes { id tagged(tags: ["a", "b"]) } }'
+    result = await planned.execute(query, context_value={"prepare": True})
+    assert result.errors is None
+    assert result.data == {"boxes": [{"id": "b1", "tagged": "a,b"}, {"id": "b2", "tagged": "a,b"}]}
