@@ -13,10 +13,14 @@ true until they commit (the role `FOR UPDATE` plays on Postgres), and none fails
 with "database is locked" when it upgrades from reading to writing after another
 writer committed. Read-only transactions (`read_only=True`) begin DEFERRED and never
 wait on a writer.
+
+On Postgres, reads run in autocommit: under READ COMMITTED each statement sees its own
+snapshot even inside a transaction, so BEGIN and COMMIT would only add round trips.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -76,8 +80,6 @@ class Database:
         }
         if self.is_sqlite:
             options["connect_args"] = {"timeout": 30}
-        else:
-            options["pool_pre_ping"] = True
         self.engine: AsyncEngine = create_async_engine(self.url, **options)
         self.statement_count = 0  # SQL statements executed; exported as a metric
         event.listen(self.engine.sync_engine, "before_cursor_execute", self._count_statement)
@@ -87,7 +89,16 @@ class Database:
         if self.is_sqlite:
             event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
             event.listen(self.engine.sync_engine, "begin", _sqlite_begin)
-        self._reading_sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+        else:
+            event.listen(self.engine.sync_engine, "checkout", _drop_if_lost)
+            event.listen(self.engine.sync_engine, "checkin", _note_checkin)
+        # SQLite's BEGIN holds one snapshot for a whole read; Postgres reads autocommit.
+        reading = (
+            self.engine
+            if self.is_sqlite
+            else self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        )
+        self._reading_sessions = async_sessionmaker(reading, expire_on_commit=False)
         self._writing_sessions = async_sessionmaker(
             self.engine, expire_on_commit=False, execution_options={SQLITE_BEGIN: "IMMEDIATE"}
         )
@@ -151,6 +162,32 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
 def _sqlite_begin(connection: sa.Connection) -> None:
     mode = connection.get_execution_options().get(SQLITE_BEGIN, "DEFERRED")
     connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+# A pooled Postgres connection idle this long is pinged before use: something between
+# may have dropped it without a word. One in use more recently is only checked for the
+# server's goodbye, which asyncpg has already read (a restart or a cut connection),
+# instead of a round trip per checkout (0.3 ms; pool_pre_ping's way).
+PING_AFTER_IDLE_S = 10.0
+_CHECKED_IN_AT = "spacedock_checked_in_at"
+
+
+def _note_checkin(_dbapi_connection: Any, record: Any) -> None:
+    if record is not None:
+        record.info[_CHECKED_IN_AT] = time.monotonic()
+
+
+def _drop_if_lost(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+    """A lost connection raises DisconnectionError: the pool drops it and checks out
+    (or opens) another."""
+    if record.driver_connection.is_closed():
+        raise sa.exc.DisconnectionError("the database closed this connection")
+    idle_since = record.info.get(_CHECKED_IN_AT)
+    if idle_since is not None and time.monotonic() - idle_since > PING_AFTER_IDLE_S:
+        try:
+            dbapi_connection.ping()
+        except Exception as error:
+            raise sa.exc.DisconnectionError("a pooled connection no longer answers") from error
 
 
 def _reached(*_: Any) -> None:
