@@ -20,9 +20,11 @@ snapshot even inside a transaction, so BEGIN and COMMIT would only add round tri
 
 from __future__ import annotations
 
+import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
+from db import sqlite_driver
 from db.outages import outages
 
 SQLITE_CONSTRAINT_UNIQUE = 2067
@@ -79,7 +82,7 @@ class Database:
             "pool_timeout": pool_timeout_s,
         }
         if self.is_sqlite:
-            options["connect_args"] = {"timeout": 30}
+            options["async_creator"] = self._connect_sqlite
         self.engine: AsyncEngine = create_async_engine(self.url, **options)
         self.statement_count = 0  # SQL statements executed; exported as a metric
         event.listen(self.engine.sync_engine, "before_cursor_execute", self._count_statement)
@@ -102,6 +105,11 @@ class Database:
         self._writing_sessions = async_sessionmaker(
             self.engine, expire_on_commit=False, execution_options={SQLITE_BEGIN: "IMMEDIATE"}
         )
+
+    def _connect_sqlite(self) -> Awaitable[sqlite_driver.OneTripConnection]:
+        arguments, options = self.engine.dialect.create_connect_args(self.url)
+        options = {**options, "timeout": 30}  # seconds a writer waits for the write lock
+        return sqlite_driver.connect(partial(sqlite3.connect, *arguments, **options))
 
     def _count_statement(self, *_: Any) -> None:
         self.statement_count += 1
