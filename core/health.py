@@ -2,7 +2,7 @@
 
 `core.status_rules.visible_status` is the rule; this applies it to a stored space at a
 moment: a live space with no probe result for `STALE_AFTER_INTERVALS` intervals is
-stale. `db.spaces.effective_status` is the same rule in SQL, for filters.
+stale. `db.spaces.EFFECTIVE_STATUS` is the same rule in SQL, for filters.
 """
 
 from __future__ import annotations

@@ -21,16 +21,20 @@ class EnvironmentRecord(NamedTuple):
     space_id: str
 
 
+_TABLE = Environment.__table__.c  # type: ignore[attr-defined]
+# Built once: building a statement costs more than running it (issue 12).
+_OF_SPACES = (
+    sa.select(*(_TABLE[name] for name in EnvironmentRecord._fields))
+    .where(_TABLE.space_id.in_(sa.bindparam("space_ids", expanding=True)))
+    .order_by(_TABLE.id)
+)
+
+
 async def environments_of_spaces(
     session: AsyncSession, space_ids: Sequence[str]
 ) -> list[EnvironmentRecord]:
-    table = Environment.__table__.c  # type: ignore[attr-defined]
-    query = (
-        sa.select(*(table[name] for name in EnvironmentRecord._fields))
-        .where(table.space_id.in_(space_ids))
-        .order_by(table.id)
-    )
-    return [EnvironmentRecord._make(row) for row in await session.execute(query)]
+    rows = await session.execute(_OF_SPACES, {"space_ids": list(space_ids)})
+    return [EnvironmentRecord._make(row) for row in rows]
 
 
 async def rebind(

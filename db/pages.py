@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -39,6 +39,18 @@ class Keyset:
     backward: bool = False
     # (sort key value, id); the value is None when the list is ordered by id alone.
     position: tuple[Any, Any] | None = None
+
+    @property
+    def reads_from(self) -> ReadsFrom:
+        return ReadsFrom(self.position is not None, self.backward)
+
+
+class ReadsFrom(NamedTuple):
+    """Where a page starts and which way it reads: what shapes its statement (the
+    position's values are bound parameters)."""
+
+    positioned: bool
+    backward: bool
 
 
 @dataclass(frozen=True)
@@ -69,31 +81,68 @@ async def ordered_page(
     keyset: Keyset,
     record: Callable[[Sequence[Any]], Any] | None = None,
 ) -> Page[Any]:
-    """One page (size+1 rows, to know whether more follow) plus the total count. Each item
-    is the row's first column (an ORM object), or with `record`, what it makes of the row's
-    columns. A first page that holds the whole list is its own count (one statement);
-    otherwise the list is counted in a second."""
-    listed = query
-    columns: list[Any] = [id_column] if order.key is None else [order.key, id_column]
-    # Reading backwards under a descending order is reading ascending, and so on.
-    ascending = order.descending == keyset.backward
+    """One page of `query` and, when it is needed, the total count (see `read_page`)."""
+    statements = PageStatements.of(query, id_column, order, keyset.reads_from)
+    return await read_page(session, statements, {}, keyset, record)
+
+
+# The bound parameters of a page statement: the position's sort key value and id, and
+# how many rows to read.
+AFTER_KEY, AFTER_ID, ROWS = "page_after_key", "page_after_id", "page_rows"
+
+
+@dataclass(frozen=True)
+class PageStatements:
+    """The statements that read one page of a list and count the list. They depend on
+    the query, the order and which way the page reads, never on the position or size
+    (bound parameters), so a caller may build them once and keep them: SQLAlchemy then
+    neither rebuilds them nor works out their cache key again."""
+
+    page: sa.Select[Any]
+    count: sa.Select[Any]
+    # Whether each row ends with its sort key value (for the cursors).
+    keyed: bool
+
+    @classmethod
+    def of(
+        cls, query: sa.Select[Any], id_column: Any, order: Order, reads_from: ReadsFrom
+    ) -> PageStatements:
+        columns: list[Any] = [id_column] if order.key is None else [order.key, id_column]
+        count = sa.select(sa.func.count()).select_from(query.subquery())
+        # Reading backwards under a descending order is reading ascending, and so on.
+        ascending = order.descending == reads_from.backward
+        if reads_from.positioned:
+            bound = [sa.bindparam(AFTER_ID, type_=id_column.type)]
+            if order.key is not None:
+                bound.insert(0, sa.bindparam(AFTER_KEY, type_=order.key.type))
+            row, mark = sa.tuple_(*columns), sa.tuple_(*bound)
+            query = query.where(row > mark if ascending else row < mark)
+        if order.key is not None:
+            query = query.add_columns(order.key)
+        query = query.order_by(*(c.asc() if ascending else c.desc() for c in columns))
+        return cls(query.limit(sa.bindparam(ROWS)), count, order.key is not None)
+
+
+async def read_page(
+    session: AsyncSession,
+    statements: PageStatements,
+    parameters: dict[str, Any],
+    keyset: Keyset,
+    record: Callable[[Sequence[Any]], Any] | None = None,
+) -> Page[Any]:
+    """One page (size+1 rows, to know whether more follow) plus the total count, with the
+    query's own `parameters`. Each item is the row's first column (an ORM object), or with
+    `record`, what it makes of the row's columns. A first page that holds the whole list
+    is its own count (one statement); otherwise the list is counted in a second."""
+    bound = {**parameters, ROWS: keyset.size + 1}
     if keyset.position is not None:
-        value, object_id = keyset.position
-        bound = [object_id] if order.key is None else [value, object_id]
-        row = sa.tuple_(*columns)
-        mark = sa.tuple_(
-            *(sa.literal(v, type_=c.type) for v, c in zip(bound, columns, strict=True))
-        )
-        query = query.where(row > mark if ascending else row < mark)
-    if order.key is not None:
-        query = query.add_columns(order.key)
-    query = query.order_by(*(c.asc() if ascending else c.desc() for c in columns))
-    fetched = (await session.execute(query.limit(keyset.size + 1))).all()
+        bound[AFTER_KEY], bound[AFTER_ID] = keyset.position
+    fetched = (await session.execute(statements.page, bound)).all()
     more = len(fetched) > keyset.size
     if keyset.position is None and not more:
         total: int | None = len(fetched)
     else:
-        total = await session.scalar(sa.select(sa.func.count()).select_from(listed.subquery()))
+        total = await session.scalar(statements.count, parameters)
     rows = list(fetched[: keyset.size])
     if keyset.backward:
         rows.reverse()
@@ -103,7 +152,7 @@ async def ordered_page(
         has_next=started if keyset.backward else more,
         has_previous=more if keyset.backward else started,
         total=total or 0,
-        keys=[row[-1] for row in rows] if order.key is not None else (),
+        keys=[row[-1] for row in rows] if statements.keyed else (),
     )
 
 

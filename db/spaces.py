@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,22 +14,23 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
 from db.cloud_accounts import CloudAccountRecord
-from db.pages import Keyset, Order, Page, ordered_page
+from db.pages import Keyset, Order, Page, PageStatements, ReadsFrom, ordered_page, read_page
 from db.tables import CloudAccount, Space, SpaceStatusEvent, UtcDateTime
 
 EVENTS_KEPT_PER_SPACE = 1000
 LIVE = col(Space.deregistered_at).is_(None)
 
 
-def effective_status(stale_before: datetime) -> sa.ColumnElement[str]:
-    """The health rule in SQL; `core.health.HealthRule.status_of` is the same rule in Python."""
-    return sa.case(
-        # A deregistered space reads INACTIVE ("deregistered") from then on.
-        (sa.not_(LIVE), "INACTIVE"),
-        (col(Space.held), "INACTIVE"),
-        (sa.func.coalesce(Space.last_probe_at, Space.created_at) < stale_before, "UNKNOWN"),
-        else_=Space.probe_status,
-    )
+# When a space's last probe counts as stale: the health rule's limit for this read, bound.
+STALE_BEFORE = sa.bindparam("stale_before", type_=UtcDateTime())
+# The health rule in SQL; `core.health.HealthRule.status_of` is the same rule in Python.
+EFFECTIVE_STATUS: sa.ColumnElement[str] = sa.case(
+    # A deregistered space reads INACTIVE ("deregistered") from then on.
+    (sa.not_(LIVE), "INACTIVE"),
+    (col(Space.held), "INACTIVE"),
+    (sa.func.coalesce(Space.last_probe_at, Space.created_at) < STALE_BEFORE, "UNKNOWN"),
+    else_=Space.probe_status,
+)
 
 
 async def live_space_where(session: AsyncSession, org_id: str, **equal: str) -> Space | None:
@@ -95,32 +97,73 @@ def _space_with_account(row: Sequence[Any]) -> SpaceRecord:
     return SpaceRecord._make([*row[:start], account])
 
 
-def _name_contains(text: str) -> sa.ColumnElement[bool]:
-    """Case-insensitive substring; on Postgres the trigram index on name serves it."""
+def _name_pattern(text: str) -> str:
+    """A case-insensitive substring pattern; on Postgres the trigram index on name serves it."""
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return col(Space.name).ilike(f"%{escaped}%", escape="\\")
+    return f"%{escaped}%"
 
 
-def _spaces_where(org_id: str, where: SpaceWhere, stale_before: datetime) -> sa.Select[Any]:
-    query = sa.select(Space).where(col(Space.org_id) == org_id)
-    status = effective_status(stale_before)
-    if not where.include_deregistered or where.scalable:
+class _WhereShape(NamedTuple):
+    """Which conditions of a SpaceWhere are given: what shapes the statement (their values
+    are bound parameters, `_where_parameters`)."""
+
+    statuses: bool
+    provider: bool
+    providers: bool
+    cloud_account_ids: bool
+    held: bool
+    search: bool
+    scalable: bool | None
+    live_only: bool
+
+    @classmethod
+    def of(cls, where: SpaceWhere) -> _WhereShape:
+        return cls(
+            where.statuses is not None,
+            where.provider is not None,
+            where.providers is not None,
+            where.cloud_account_ids is not None,
+            where.held is not None,
+            bool(where.search),
+            where.scalable,
+            not where.include_deregistered or bool(where.scalable),
+        )
+
+
+def _where_parameters(org_id: str, where: SpaceWhere, stale_before: datetime) -> dict[str, Any]:
+    return {
+        "org_id": org_id,
+        "stale_before": stale_before,
+        "statuses": where.statuses,
+        "provider": where.provider,
+        "providers": where.providers,
+        "cloud_account_ids": where.cloud_account_ids,
+        "held": where.held,
+        "search": _name_pattern(where.search) if where.search else None,
+    }
+
+
+def _spaces_where(shape: _WhereShape) -> sa.Select[Any]:
+    query = sa.select(Space).where(col(Space.org_id) == sa.bindparam("org_id"))
+    status = EFFECTIVE_STATUS
+    if shape.live_only:
         query = query.where(LIVE)
-    if where.statuses is not None:
-        query = query.where(status.in_(where.statuses))
-    if where.provider is not None:
-        query = query.where(col(Space.provider) == where.provider)
-    if where.providers is not None:
-        query = query.where(col(Space.provider).in_(where.providers))
-    if where.cloud_account_ids is not None:
-        query = query.where(col(Space.cloud_account_id).in_(where.cloud_account_ids))
-    if where.held is not None:
-        query = query.where(col(Space.held) == where.held)
-    if where.search:
-        query = query.where(_name_contains(where.search))
-    if where.scalable is True:
+    if shape.statuses:
+        query = query.where(status.in_(sa.bindparam("statuses", expanding=True)))
+    if shape.provider:
+        query = query.where(col(Space.provider) == sa.bindparam("provider"))
+    if shape.providers:
+        query = query.where(col(Space.provider).in_(sa.bindparam("providers", expanding=True)))
+    if shape.cloud_account_ids:
+        account_ids: sa.BindParameter[list[str]] = sa.bindparam("cloud_account_ids", expanding=True)
+        query = query.where(col(Space.cloud_account_id).in_(account_ids))
+    if shape.held:
+        query = query.where(col(Space.held) == sa.bindparam("held"))
+    if shape.search:
+        query = query.where(col(Space.name).ilike(sa.bindparam("search"), escape="\\"))
+    if shape.scalable is True:
         query = query.where(sa.not_(col(Space.synthetic)), status == "ACTIVE")
-    elif where.scalable is False:
+    elif shape.scalable is False:
         query = query.where(sa.or_(col(Space.synthetic), status != "ACTIVE"))
     return query
 
@@ -130,17 +173,42 @@ def _spaces_where(org_id: str, where: SpaceWhere, stale_before: datetime) -> sa.
 NEVER = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def order_key(field: str, stale_before: datetime) -> Any:
+def order_key(field: str) -> Any:
     """The sort key of SpaceOrderField `field`; ties are broken by id."""
     if field == "NAME":
         return col(Space.name)
     if field == "STATUS":
-        return effective_status(stale_before)
+        return EFFECTIVE_STATUS
     if field == "CREATED_AT":
         return col(Space.created_at)
     if field == "LAST_PROBE_AT":
         return sa.func.coalesce(col(Space.last_probe_at), sa.literal(NEVER, UtcDateTime()))
     raise ValueError(f"no space order {field!r}")
+
+
+# Statements are built once per shape and kept (bounded: shapes are few in practice):
+# building one and working out its cache key cost more than running it (issue 12).
+STATEMENTS_KEPT = 256
+
+
+@functools.lru_cache(maxsize=STATEMENTS_KEPT)
+def _page_statements(
+    shape: _WhereShape,
+    order_by: str | None,
+    descending: bool,
+    reads_from: ReadsFrom,
+    with_accounts: bool,
+) -> PageStatements:
+    table = Space.__table__.c  # type: ignore[attr-defined]
+    query = _spaces_where(shape).with_only_columns(*(table[name] for name in _SPACE_COLUMNS))
+    if with_accounts:
+        accounts = CloudAccount.__table__.c  # type: ignore[attr-defined]
+        query = query.outerjoin(
+            CloudAccount.__table__,  # type: ignore[attr-defined]
+            sa.and_(accounts.id == table.cloud_account_id, accounts.org_id == table.org_id),
+        ).add_columns(*(accounts[name] for name in _ACCOUNT_COLUMNS))
+    key = None if order_by is None else order_key(order_by)
+    return PageStatements.of(query, col(Space.id), Order(key, descending), reads_from)
 
 
 async def list_spaces(
@@ -156,39 +224,38 @@ async def list_spaces(
 ) -> Page[SpaceRecord]:
     """A page of the org's spaces: by id, or by `order_by` then id; with `with_accounts`,
     each with its cloud account (the org's own) in the same statement."""
-    table = Space.__table__.c  # type: ignore[attr-defined]
-    query = _spaces_where(org_id, where, stale_before).with_only_columns(
-        *(table[name] for name in _SPACE_COLUMNS)
+    statements = _page_statements(
+        _WhereShape.of(where), order_by, descending, keyset.reads_from, with_accounts
     )
-    record = _space_record
-    if with_accounts:
-        accounts = CloudAccount.__table__.c  # type: ignore[attr-defined]
-        query = query.outerjoin(
-            CloudAccount.__table__,  # type: ignore[attr-defined]
-            sa.and_(accounts.id == table.cloud_account_id, accounts.org_id == table.org_id),
-        ).add_columns(*(accounts[name] for name in _ACCOUNT_COLUMNS))
-        record = _space_with_account
-    key = None if order_by is None else order_key(order_by, stale_before)
-    return await ordered_page(session, query, col(Space.id), Order(key, descending), keyset, record)
+    return await read_page(
+        session,
+        statements,
+        _where_parameters(org_id, where, stale_before),
+        keyset,
+        _space_with_account if with_accounts else _space_record,
+    )
+
+
+@functools.lru_cache(maxsize=STATEMENTS_KEPT)
+def _counts_statement(shape: _WhereShape) -> sa.Select[int, int, int, int, int]:
+    def how_many(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[int]:
+        return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
+
+    return _spaces_where(shape).with_only_columns(
+        sa.func.count(),
+        how_many(EFFECTIVE_STATUS == "ACTIVE"),
+        how_many(EFFECTIVE_STATUS == "INACTIVE"),
+        how_many(EFFECTIVE_STATUS == "UNKNOWN"),
+        how_many(col(Space.held).is_(True)),
+    )
 
 
 async def count_spaces(
     session: AsyncSession, org_id: str, where: SpaceWhere, *, stale_before: datetime
 ) -> dict[str, int]:
     """total, active, inactive, unknown and held, in one statement."""
-    status = effective_status(stale_before)
-
-    def how_many(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[int]:
-        return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
-
-    counts = _spaces_where(org_id, where, stale_before).with_only_columns(
-        sa.func.count(),
-        how_many(status == "ACTIVE"),
-        how_many(status == "INACTIVE"),
-        how_many(status == "UNKNOWN"),
-        how_many(col(Space.held).is_(True)),
-    )
-    row = (await session.execute(counts)).one()
+    statement = _counts_statement(_WhereShape.of(where))
+    row = (await session.execute(statement, _where_parameters(org_id, where, stale_before))).one()
     return dict(zip(("total", "active", "inactive", "unknown", "held"), row, strict=True))
 
 
@@ -251,10 +318,7 @@ class StatusEventRecord(NamedTuple):
     at: datetime
 
 
-async def recent_events(
-    session: AsyncSession, space_ids: Sequence[str], first: int
-) -> dict[str, list[StatusEventRecord]]:
-    """The newest `first` events of each space, in one query."""
+def _recent_events_statement() -> sa.Select[Any]:
     table = SpaceStatusEvent.__table__.c  # type: ignore[attr-defined]
     rank = (
         sa.func.row_number()
@@ -263,16 +327,26 @@ async def recent_events(
     )
     ranked = (
         sa.select(*(table[name] for name in StatusEventRecord._fields), rank)
-        .where(table.space_id.in_(space_ids))
+        .where(table.space_id.in_(sa.bindparam("space_ids", expanding=True)))
         .subquery()
     )
-    query = (
+    return (
         sa.select(*(ranked.c[name] for name in StatusEventRecord._fields))
-        .where(ranked.c.rank <= first)
+        .where(ranked.c.rank <= sa.bindparam("first"))
         .order_by(sa.desc(ranked.c.id))
     )
+
+
+_RECENT_EVENTS = _recent_events_statement()
+
+
+async def recent_events(
+    session: AsyncSession, space_ids: Sequence[str], first: int
+) -> dict[str, list[StatusEventRecord]]:
+    """The newest `first` events of each space, in one query."""
     grouped: dict[str, list[StatusEventRecord]] = defaultdict(list)
-    for row in await session.execute(query):
+    rows = await session.execute(_RECENT_EVENTS, {"space_ids": list(space_ids), "first": first})
+    for row in rows:
         event = StatusEventRecord._make(row)
         grouped[event.space_id].append(event)
     return grouped
