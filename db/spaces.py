@@ -145,11 +145,10 @@ def _where_parameters(org_id: str, where: SpaceWhere, stale_before: datetime) ->
 
 def _spaces_where(shape: _WhereShape) -> sa.Select[Any]:
     query = sa.select(Space).where(col(Space.org_id) == sa.bindparam("org_id"))
-    status = EFFECTIVE_STATUS
     if shape.live_only:
         query = query.where(LIVE)
     if shape.statuses:
-        query = query.where(status.in_(sa.bindparam("statuses", expanding=True)))
+        query = query.where(EFFECTIVE_STATUS.in_(sa.bindparam("statuses", expanding=True)))
     if shape.provider:
         query = query.where(col(Space.provider) == sa.bindparam("provider"))
     if shape.providers:
@@ -162,9 +161,9 @@ def _spaces_where(shape: _WhereShape) -> sa.Select[Any]:
     if shape.search:
         query = query.where(col(Space.name).ilike(sa.bindparam("search"), escape="\\"))
     if shape.scalable is True:
-        query = query.where(sa.not_(col(Space.synthetic)), status == "ACTIVE")
+        query = query.where(sa.not_(col(Space.synthetic)), EFFECTIVE_STATUS == "ACTIVE")
     elif shape.scalable is False:
-        query = query.where(sa.or_(col(Space.synthetic), status != "ACTIVE"))
+        query = query.where(sa.or_(col(Space.synthetic), EFFECTIVE_STATUS != "ACTIVE"))
     return query
 
 

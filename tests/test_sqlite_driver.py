@@ -1,10 +1,12 @@
 """The SQLite connection under the engine (db.sqlite_driver): one trip to aiosqlite's
 thread per statement, with the same answers SQLAlchemy gets from stock aiosqlite: rows,
-row counts, inserted ids, many-row inserts and errors."""
+row counts, inserted ids, many-row inserts and errors; and stored times read back
+as aware UTC."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import sqlalchemy as sa
 
 from db.engine import Database, UniqueViolation
 from db.sqlite_driver import OneTripConnection
+from db.tables import UtcDateTime
 
 CREATE = "CREATE TABLE things (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL)"
 
@@ -77,3 +80,19 @@ async def test_a_failing_statement_raises_and_rolls_back(database: Database) -> 
             await session.execute(sa.text("SELECT * FROM missing"))
     async with database.transaction(read_only=True) as session:
         assert await session.scalar(sa.text("SELECT count(*) FROM things")) == 0
+
+
+async def test_stored_times_read_back_as_aware_utc_in_every_spelling(database: Database) -> None:
+    at = datetime(2026, 1, 2, 3, 4, 5, 600000, tzinfo=UTC)
+    spellings = [
+        "2026-01-02 03:04:05.600000",  # as SQLAlchemy writes it
+        "2026-01-02T03:04:05.600000",
+        "2026-01-02 05:04:05.600000+02:00",  # written elsewhere, with an offset
+    ]
+    read = sa.select(sa.literal_column("stamp", UtcDateTime())).select_from(
+        sa.text("(SELECT :text AS stamp)")
+    )
+    async with database.transaction(read_only=True) as session:
+        for text in spellings:
+            assert await session.scalar(read, {"text": text}) == at, text
+        assert await session.scalar(read, {"text": None}) is None
