@@ -58,7 +58,8 @@ from bench.common import (  # noqa: E402
 )
 from tests.support import factories as make  # noqa: E402
 from tests.support.clouds import Clouds  # noqa: E402
-from tests.support.server import Backend, Server, free_port, mint_token  # noqa: E402
+from tests.support.ports import free_port  # noqa: E402
+from tests.support.server import Backend, Server, mint_token  # noqa: E402
 
 SPACE_FIELDS = "id name status cloudAccount { name } environments { name namespace }"
 EVENT_FIELDS = "statusEvents(first: 5) { spaceId previous status at reason }"

@@ -26,10 +26,11 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.chromium import Chromium, chromium_available
-from tests.support.server import REPO, Server, free_port
+from tests.support.ports import HeldPort
+from tests.support.server import REPO, Server
 
-ALLOWED_PORT = free_port()
-ALLOWED = f"http://127.0.0.1:{ALLOWED_PORT}"
+ALLOWED_PORT = HeldPort()
+ALLOWED = f"http://127.0.0.1:{ALLOWED_PORT.number}"
 NOT_LISTED = "http://127.0.0.1:9"  # an origin no setting names
 
 PAGE = """<!doctype html>
@@ -232,7 +233,7 @@ def chromium() -> None:
     pytest.skip(reason)
 
 
-async def serve_page(port: int) -> web.AppRunner:
+async def serve_page(port: HeldPort) -> web.AppRunner:
     """The dashboard page, served on 127.0.0.1:port: another origin than the API's."""
     app = web.Application()
 
@@ -242,7 +243,7 @@ async def serve_page(port: int) -> web.AppRunner:
     app.router.add_get("/", index)
     runner = web.AppRunner(app)
     await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    await port.site(runner).start()
     return runner
 
 
@@ -252,9 +253,9 @@ async def browser(chromium: None, tmp_path: Path) -> AsyncIterator[Chromium]:
         yield opened
 
 
-async def open_dashboard(browser: Chromium, port: int) -> web.AppRunner:
+async def open_dashboard(browser: Chromium, port: HeldPort) -> web.AppRunner:
     runner = await serve_page(port)
-    await browser.open(f"http://127.0.0.1:{port}/")
+    await browser.open(f"http://127.0.0.1:{port.number}/")
     await browser.wait_for("typeof window.listen === 'function'")
     return runner
 
@@ -291,7 +292,7 @@ async def test_a_page_on_a_listed_origin_queries_and_subscribes(
 async def test_a_page_on_an_origin_not_listed_can_neither_query_nor_subscribe(
     server: Server, org: Org, browser: Chromium
 ) -> None:
-    runner = await open_dashboard(browser, free_port())
+    runner = await open_dashboard(browser, HeldPort())
     try:
         token = json.dumps(org.tokens["viewer"])
         answer = await browser.evaluate(f"window.query({json.dumps(server.url)}, {token})")

@@ -17,7 +17,8 @@ from tests.conftest import Org, new_org
 from tests.support import factories as make
 from tests.support.kube_standin import KubeStandIn
 from tests.support.pki import CertificateAuthority
-from tests.support.server import Server, free_port
+from tests.support.ports import free_port
+from tests.support.server import Server
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 

@@ -28,7 +28,8 @@ from tests.support import clouds
 from tests.support import factories as make
 from tests.support.clouds import Clouds
 from tests.support.kube_standin import KubeStandIn
-from tests.support.server import Server, free_port
+from tests.support.ports import free_port
+from tests.support.server import Server
 
 # Every secret below contains MARK, except PEM bodies, which are searched line by line.
 MARK = f"zq{secrets.token_hex(5)}"

@@ -21,7 +21,8 @@ import pytest
 
 from api import graphiql
 from core.secrets import SecretBox
-from tests.support.server import REPO, free_port
+from tests.support.ports import free_port
+from tests.support.server import REPO
 
 ASSET = re.compile(r'(?:src|href)="/graphiql/([^"]+)"')
 

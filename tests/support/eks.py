@@ -83,7 +83,7 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from tests.support.server import free_port
+from tests.support.ports import HeldPort
 
 DEFAULT_ACCOUNT = "123456789012"
 EKS_READ = ("eks:ListClusters", "eks:DescribeCluster", "sts:AssumeRole")
@@ -124,7 +124,8 @@ _AUTH_COUNT_BEFORE: list[float] = []
 
 class EksStandIn:
     def __init__(self) -> None:
-        self.port = free_port()
+        self._port = HeldPort()
+        self.port = self._port.number
         self.throttled_calls = 0
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
@@ -149,13 +150,18 @@ class EksStandIn:
     # -- lifecycle -------------------------------------------------------
     def start(self) -> EksStandIn:
         app = DomainDispatcherApplication(create_backend_app)
-        self._server = make_server(
-            "127.0.0.1",
-            self.port,
-            self._throttling(app),
-            threaded=True,
-            request_handler=MotoRequestHandler,
-        )
+        held = self._port.take()
+        assert held is not None, "an EKS stand-in starts once"
+        with held:  # werkzeug serves a duplicate of it
+            held.listen()
+            self._server = make_server(
+                "127.0.0.1",
+                self.port,
+                self._throttling(app),
+                threaded=True,
+                request_handler=MotoRequestHandler,
+                fd=held.fileno(),
+            )
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="eks-standin", daemon=True
         )
@@ -170,6 +176,7 @@ class EksStandIn:
     def stop(self) -> None:
         """Stops serving and removes what this stand-in made (users, roles,
         clusters); moto's backends are shared by every stand-in of the process."""
+        self._port.release()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

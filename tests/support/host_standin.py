@@ -122,7 +122,7 @@ from aiohttp import web
 from tests.support.kube_api import KubeApi, Obj, Resource, secret_data
 from tests.support.kube_standin import _ssl_context, status
 from tests.support.pki import CertificateAuthority, KeyPair
-from tests.support.server import free_port
+from tests.support.ports import HeldPort
 
 VCLUSTER_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 DEFAULT_NODES = (("8", "32Gi"), ("8", "32Gi"))
@@ -170,15 +170,13 @@ class _Server:
     """One listening HTTPS server, which a switch can close and open again."""
 
     runner: web.AppRunner
-    port: int
+    port: HeldPort
     context: ssl.SSLContext
-    site: web.TCPSite | None = None
+    site: web.BaseSite | None = None
 
     async def open(self) -> None:
         if self.site is None:
-            self.site = web.TCPSite(
-                self.runner, "127.0.0.1", self.port, ssl_context=self.context, reuse_address=True
-            )
+            self.site = self.port.site(self.runner, self.context)
             await self.site.start()
 
     async def close(self) -> None:
@@ -265,8 +263,9 @@ class HostStandIn:
         self.token = token
         self.tokens = {token}
         self.ready_delay_s = ready_delay_s
-        self.port = free_port()
-        self.vcluster_port = free_port()
+        self._host_port, self._vcluster_port = HeldPort(), HeldPort()
+        self.port = self._host_port.number
+        self.vcluster_port = self._vcluster_port.number
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="host-standin", daemon=True
@@ -279,13 +278,15 @@ class HostStandIn:
     # -- lifecycle -------------------------------------------------------
     def start(self) -> HostStandIn:
         self._thread.start()
-        self._call(self._serve("host", self._host, self.port, self.ca))
-        self._call(self._serve("vclusters", self._gateway, self.vcluster_port, self.vcluster_ca))
+        self._call(self._serve("host", self._host, self._host_port, self.ca))
+        self._call(self._serve("vclusters", self._gateway, self._vcluster_port, self.vcluster_ca))
         return self
 
     def stop(self) -> None:
         for server in self._servers.values():
             self._call(server.runner.cleanup())
+        self._host_port.release()
+        self._vcluster_port.release()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
@@ -376,7 +377,9 @@ class HostStandIn:
     def _call(self, coroutine: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=10)
 
-    async def _serve(self, name: str, handler: Any, port: int, ca: CertificateAuthority) -> None:
+    async def _serve(
+        self, name: str, handler: Any, port: HeldPort, ca: CertificateAuthority
+    ) -> None:
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", handler)
         runner = web.AppRunner(app, access_log=None)

@@ -25,7 +25,7 @@ from typing import Any, Self
 from aiohttp import web
 
 from tests.support.pki import CertificateAuthority
-from tests.support.server import free_port
+from tests.support.ports import HeldPort
 
 
 def server_ssl_context(ca: CertificateAuthority, common_name: str) -> ssl.SSLContext:
@@ -47,7 +47,8 @@ class HttpsStandIn:
 
     def __init__(self, ca: CertificateAuthority | None = None) -> None:
         self.ca = ca or CertificateAuthority(f"{self.name}-ca")
-        self.port = free_port()
+        self._port = HeldPort()
+        self.port = self._port.number
         self.requests: Counter[str] = Counter()
         self._directory = tempfile.TemporaryDirectory(prefix=f"{self.name}-")
         self.ca_file = Path(self._directory.name, "ca.pem")
@@ -111,8 +112,9 @@ class HttpsStandIn:
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         context = server_ssl_context(self.ca, self.name)
-        await web.TCPSite(self._runner, "127.0.0.1", self.port, ssl_context=context).start()
+        await self._port.site(self._runner, context).start()
 
     async def _stop(self) -> None:
+        self._port.release()
         if self._runner is not None:
             await self._runner.cleanup()

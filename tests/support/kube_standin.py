@@ -40,7 +40,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.support.pki import CertificateAuthority, KeyPair
-from tests.support.server import free_port
+from tests.support.ports import HeldPort
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 ROUTE = re.compile(r"^(?P<prefix>/[^/]*)*?(?P<api>/version/?|/api/v1/.*|/apis/.*)$")
@@ -124,7 +124,8 @@ class KubeStandIn:
         self.token_checks: list[Callable[[str], bool]] = []
         self.token = token
         self.git_version = git_version
-        self.port = free_port()
+        self._port = HeldPort()
+        self.port = self._port.number
         self.status_code: int | None = None
         self.delay_s = 0.0
         self.requests: Counter[str] = Counter()
@@ -143,7 +144,7 @@ class KubeStandIn:
             target=self._loop.run_forever, name="kube-standin", daemon=True
         )
         self._runner: web.AppRunner | None = None
-        self._site: web.TCPSite | None = None
+        self._site: web.BaseSite | None = None
         self._serving_wrong_ca = False
         self.redirect_to: str | None = None
         self.redirect_status = 302
@@ -162,6 +163,7 @@ class KubeStandIn:
 
     def stop(self) -> None:
         self._call(self._stop_runner())
+        self._port.release()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
@@ -241,9 +243,7 @@ class KubeStandIn:
             return
         assert self._runner is not None
         context = self._wrong_context if self._serving_wrong_ca else self._context
-        self._site = web.TCPSite(
-            self._runner, "127.0.0.1", self.port, ssl_context=context, reuse_address=True
-        )
+        self._site = self._port.site(self._runner, context)
         await self._site.start()
 
     async def _close_site(self) -> None:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -18,28 +16,9 @@ from pathlib import Path
 import asyncpg  # type: ignore[import-untyped]
 
 from core.secrets import SecretBox
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-# Below Linux's ephemeral range (32768-60999): a port handed out here is never taken in
-# the meantime by an outgoing connection's local port, as a `bind(0)` port can be. Picked at
-# random so that parallel test processes (pytest-xdist workers, other checkouts) rarely meet;
-# `Server.start` retries the rare clash on a fresh port.
-FREE_PORTS = range(20000, 32000)
-_pick = random.SystemRandom()
-
-
-def free_port() -> int:
-    """A loopback TCP port nothing listens on right now."""
-    while True:
-        port = _pick.choice(FREE_PORTS)
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
 
 
 def listens_on(pid: int, port: int) -> bool:

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from tests.support.server import free_port
+from tests.support.ports import HeldPort
 
 T = TypeVar("T")
 
@@ -18,7 +18,8 @@ T = TypeVar("T")
 class TcpProxy:
     def __init__(self, target_host: str, target_port: int) -> None:
         self.target = (target_host, target_port)
-        self.port = free_port()
+        self._port = HeldPort()
+        self.port = self._port.number
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.listener: asyncio.Server | None = None
@@ -46,7 +47,13 @@ class TcpProxy:
         self.thread.join(timeout=10)
 
     async def _listen(self) -> None:
-        self.listener = await asyncio.start_server(self._forward, "127.0.0.1", self.port)
+        held = self._port.take()
+        if held is not None:
+            self.listener = await asyncio.start_server(self._forward, sock=held)
+        else:
+            self.listener = await asyncio.start_server(
+                self._forward, "127.0.0.1", self.port, reuse_address=True
+            )
 
     async def _cut(self) -> None:
         if self.listener is not None:
