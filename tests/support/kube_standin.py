@@ -347,6 +347,9 @@ class KubeStandIn:
         try:
             await streamed.write(answer.body)
             for chunk in answer.stream() if callable(answer.stream) else answer.stream:
+                await asyncio.sleep(0)  # a reset connection is noticed between chunks...
+                if request.transport is None or request.transport.is_closing():
+                    break  # ...else asyncio drops the writes without a word, as fast as it can
                 await streamed.write(chunk)
                 if answer.pause_s:
                     await asyncio.sleep(answer.pause_s)
