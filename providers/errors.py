@@ -86,6 +86,8 @@ def for_exception(error: BaseException, timeout_s: float | None = None) -> Provi
         return TemporaryError(f"connection failed: {error.os_error.strerror or 'unreachable'}")
     if isinstance(error, ConnectionRefusedError):
         return TemporaryError("connection refused: nothing listens at the API server address")
+    if isinstance(error, OSError) and error.strerror:  # the system's own words, no secrets
+        return TemporaryError(f"connection failed: {error.strerror}")
     if isinstance(error, (aiohttp.ClientError, OSError)):
         return TemporaryError(f"connection failed: {type(error).__name__}")
     return PermanentError(f"unexpected failure: {type(error).__name__}")

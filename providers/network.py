@@ -27,7 +27,7 @@ import ssl
 import tempfile
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -247,7 +247,9 @@ def _bounded_response(limit: int) -> type[BoundedResponse]:
 
 
 class ClusterSession:
-    """The HTTP session every cluster call uses (the probe's and kubernetes-asyncio's alike).
+    """The HTTP session every cluster call but the probe uses (kubernetes-asyncio's).
+    The probe reads its one small answer itself (providers/probe.py), with the same deny
+    list, body bound and no redirects.
 
     It has only what those callers need (`request`, `close`), so nothing can reach
     the aiohttp session underneath and ask it to follow a redirect or use a proxy."""
@@ -259,18 +261,13 @@ class ClusterSession:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         ssl_context: ssl.SSLContext | None = None,
         connection_limit: int = 100,
-        force_close: bool = False,
-        ttl_dns_cache: int | None = 10,
         read_bufsize: int = 2**16,
-        headers: Mapping[str, str] | None = None,
     ) -> None:
         self._resolver = DenyingResolver(deny)
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(
                 ssl=ssl_context if ssl_context is not None else True,
                 limit=connection_limit,
-                force_close=force_close,
-                ttl_dns_cache=ttl_dns_cache,
                 resolver=self._resolver,
             ),
             # No proxy from the environment: a proxy would make the connection, with its
@@ -279,7 +276,6 @@ class ClusterSession:
             cookie_jar=aiohttp.DummyCookieJar(),  # clusters never share cookies
             response_class=_bounded_response(max_body_bytes),
             read_bufsize=read_bufsize,
-            headers=headers,
         )
 
     def request(self, method: str, url: str | URL, **options: Any) -> Any:
