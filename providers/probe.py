@@ -257,9 +257,9 @@ class VersionAnswer(asyncio.Protocol):
 
 
 class ResolvedAddresses:
-    """Host names' addresses, checked against the deny list and reused for a while: the
-    probe connects to exactly the addresses that passed. IP literals are checked as
-    written and need no lookup."""
+    """The addresses a probe may connect to, checked against the deny list (a host name's
+    after it resolves, an IP literal's as written) and reused for a while: the probe
+    connects to exactly the addresses that passed."""
 
     def __init__(self, deny: tuple[IPNetwork, ...], ttl_s: float = RESOLUTION_TTL_S) -> None:
         self._deny = deny
@@ -268,24 +268,27 @@ class ResolvedAddresses:
         self._answers: OrderedDict[tuple[str, int], tuple[float, list[str]]] = OrderedDict()
 
     async def of(self, host: str, port: int) -> list[str]:
-        if (why := denied_address(host, self._deny)) is not None:
-            raise PermanentError(why)
-        if literal_address(host) is not None:
-            return [host]
         key = (host, port)
         kept = self._answers.get(key)
         now = time.monotonic()
         if kept is not None and kept[0] > now:
             return kept[1]
+        addresses = await self._checked(host, port)
+        self._answers[key] = (now + self._ttl_s, addresses)
+        self._answers.move_to_end(key)
+        if len(self._answers) > TLS_SESSIONS_KEPT:  # one per server, as its TLS session
+            self._answers.popitem(last=False)
+        return addresses
+
+    async def _checked(self, host: str, port: int) -> list[str]:
+        if (why := denied_address(host, self._deny)) is not None:
+            raise PermanentError(why)
+        if literal_address(host) is not None:
+            return [host]
         if self._resolver is None:
             self._resolver = DenyingResolver(self._deny)
         answers = await self._resolver.resolve(host, port, socket.AF_UNSPEC)
-        addresses = [answer["host"] for answer in answers]
-        self._answers[key] = (now + self._ttl_s, addresses)
-        self._answers.move_to_end(key)
-        if len(self._answers) > TLS_SESSIONS_KEPT:
-            self._answers.popitem(last=False)
-        return addresses
+        return [answer["host"] for answer in answers]
 
     async def close(self) -> None:
         if self._resolver is not None:
