@@ -222,16 +222,21 @@ class Pass:
 
 async def probe_due_once(services: Services, loop: ProbeLoop, count: int, standin_pid: int) -> Pass:
     """Makes the first `count` spaces due now (the rest a day later), wakes the loop and
-    waits until all their results are written."""
+    waits until all their results are written.
+
+    The counters are read before the spaces are made due: a probe still in flight from
+    the pass before (a space that fell due again) can finish and write its result after
+    `started_at`, and must count among this pass's probes, or the wait below would hold
+    out for probes that are never needed (until those spaces fall due an interval later)."""
+    probes, failures = loop.stats.probes, loop.stats.failures
+    statements = services.database.statement_count
+    cpu, standin_cpu, busy = time.process_time(), process_cpu_s(standin_pid), machine_busy_s()
+    wall = time.perf_counter()
     async with services.unit() as unit:
         first = sa.select(col(Space.id)).order_by(col(Space.id)).limit(count).scalar_subquery()
         due = sa.case((col(Space.id).in_(first), unit.now), else_=unit.now + timedelta(days=1))
         await unit.session.execute(sa.update(Space).values(next_probe_at=due))
         started_at = unit.now
-    probes, failures = loop.stats.probes, loop.stats.failures
-    statements = services.database.statement_count
-    cpu, standin_cpu, busy = time.process_time(), process_cpu_s(standin_pid), machine_busy_s()
-    wall = time.perf_counter()
     services.probe_wanted.set()
     written = 0
     while written < count:
