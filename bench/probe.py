@@ -233,6 +233,11 @@ async def probe_due_once(services: Services, loop: ProbeLoop, count: int, standi
     cpu, standin_cpu, busy = time.process_time(), process_cpu_s(standin_pid), machine_busy_s()
     wall = time.perf_counter()
     async with services.unit() as unit:
+        # Rows locked in id order first, as the loop's result writes lock them: an UPDATE
+        # of every row in table order can deadlock with a write in flight (Postgres).
+        await unit.session.execute(
+            sa.select(col(Space.id)).order_by(col(Space.id)).with_for_update()
+        )
         first = sa.select(col(Space.id)).order_by(col(Space.id)).limit(count).scalar_subquery()
         due = sa.case((col(Space.id).in_(first), unit.now), else_=unit.now + timedelta(days=1))
         await unit.session.execute(sa.update(Space).values(next_probe_at=due))
