@@ -66,6 +66,9 @@ from providers.network import (
 
 # A /version answer is a few hundred bytes; anything much larger is not an API server.
 MAX_BODY_BYTES = 64 * 1024
+# The status line and headers of an API server's answer fit in a few hundred bytes; more
+# (endless headers, huge chunk extensions) is read no further.
+MAX_HEAD_BYTES = 16 * 1024
 # gitVersion is short ("v1.31.2-eks-1234abc"); a longer one is cut, as it lands in event reasons.
 MAX_VERSION = 64
 # How long a host name's resolved (and checked) addresses are reused.
@@ -100,8 +103,8 @@ class Handshake:
     ssl_object: ssl.SSLObject | None = None
 
 
-# aiohttp hands the context to the event loop, which wraps the connection in the probe's
-# task (asyncio and uvloop alike), so the context finds the probe's handshake here.
+# The event loop wraps the connection in the probe's own task (asyncio and uvloop alike),
+# so the context finds the probe's handshake here.
 _handshake: ContextVar[Handshake | None] = ContextVar("spacedock_probe_handshake", default=None)
 
 
@@ -198,7 +201,9 @@ class VersionAnswer(asyncio.Protocol):
         self._parser = httptools.HttpResponseParser(self)
         self._body: list[bytes] = []
         self._size = 0
+        self._received = 0
         self._headers_read = False
+        self._framed = False  # a length or chunking was announced: a close before the end is not it
         self._refused: ProviderError | None = None
 
     # asyncio.Protocol
@@ -209,28 +214,35 @@ class VersionAnswer(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.answered.done():
             return
+        self._received += len(data)
+        if self._received > MAX_BODY_BYTES + MAX_HEAD_BYTES:  # framing too counts on the wire
+            self._fail(BodyTooLarge(MAX_BODY_BYTES))
+            return
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError:  # also what a callback's refusal comes out as
             self._fail(self._refused or UnexpectedAnswer("not an HTTP answer"))
+            return
+        if not self._headers_read and self._received > MAX_HEAD_BYTES:
+            self._fail(UnexpectedAnswer(f"headers longer than {MAX_HEAD_BYTES:,} bytes"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.answered.done():
             return
-        if self._headers_read and exc is None:
+        if self._headers_read and exc is None and not self._framed:
             # An answer whose body runs until the close (no length, not chunked).
             self.answered.set_result((self._parser.get_status_code(), b"".join(self._body)))
             return
+        when = "before the answer was complete" if self._headers_read else "before it answered"
         self._fail(
-            exc
-            or TemporaryError(
-                "connection failed: the API server closed the connection before it answered"
-            )
+            exc or TemporaryError(f"connection failed: the API server closed the connection {when}")
         )
 
     # httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
-        announced = name.lower() == b"content-length" and value.strip().isdigit()
+        name = name.lower()
+        self._framed |= name in (b"content-length", b"transfer-encoding")
+        announced = name == b"content-length" and value.strip().isdigit()
         if announced and int(value) > MAX_BODY_BYTES:  # refused before it is read
             self._refuse(BodyTooLarge(MAX_BODY_BYTES))
 
@@ -364,7 +376,7 @@ class VersionProber:
                     ssl=context,
                     server_hostname=host,
                 )
-            except ssl.SSLError:
+            except ssl.SSLError:  # the server answered, with the wrong certificate: no retry
                 raise
             except OSError as unreachable:  # refused, unreachable: the next address
                 failure = unreachable

@@ -119,6 +119,15 @@ async def test_each_way_of_sending_a_version_is_read(prober: VersionProber, answ
             "unexpected answer from the API server: too large, more than 65,536 bytes",
         ),
         (
+            http(f"HTTP/1.1 200 OK\nContent-Length: {len(VERSION)}", VERSION[:-5]),
+            "connection failed: the API server closed the connection before the answer was "
+            "complete",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\n" + b"X-Padding: yes\r\n" * 2000,  # and no end
+            "unexpected answer from the API server: headers longer than 16,384 bytes",
+        ),
+        (
             http("HTTP/1.1 200 OK\nContent-Length: 2", b"{}"),
             "HTTP 200 from the API server without a gitVersion in /version",
         ),
@@ -127,7 +136,17 @@ async def test_each_way_of_sending_a_version_is_read(prober: VersionProber, answ
             "401 unauthorized: the cluster rejected the credential",
         ),
     ],
-    ids=["not-http", "closed", "redirect", "announced-huge", "huge", "no-version", "401"],
+    ids=[
+        "not-http",
+        "closed",
+        "redirect",
+        "announced-huge",
+        "huge",
+        "cut-short",
+        "endless-headers",
+        "no-version",
+        "401",
+    ],
 )
 async def test_an_answer_that_is_not_a_version_fails_the_probe_with_its_reason(
     prober: VersionProber, answer: bytes, reason: str
