@@ -1,24 +1,26 @@
-"""How uvicorn serves the app: bounded request heads, no slow senders, no query strings in logs.
+"""How uvicorn serves the app: bounded request heads, no slow senders, and a hand-over
+before it stops (api.hand_over). Logging is api.logs's.
 
 uvicorn's HTTP parser keeps reading a request head for as long as the client sends
 one, and keeps a connection that never finishes its head open forever: an
 unauthenticated client could hold a 100 MB header in memory or thousands of
 half-sent requests. `BoundedHttpProtocol` answers 431 past `MAX_HEAD_BYTES` and
-408 when a head takes longer than the read timeout. The access log shows paths
-only: a GET carries its variables (secrets, for mutations) in the query string.
+408 when a head takes longer than the read timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
-import logging
+from types import FrameType
 from typing import Any
 
-from uvicorn.config import LOGGING_CONFIG, Config
+from starlette.applications import Starlette
+from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-from uvicorn.server import ServerState
+from uvicorn.server import Server, ServerState
 
+from api import logs
+from api.hand_over import HandOver
 from api.settings import Settings
 
 MAX_HEAD_BYTES = 64 * 1024  # request line and headers together
@@ -123,33 +125,59 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self.loop.call_later(LINGER_S, self.transport.close)
 
 
-class PathOnly(logging.Filter):
-    """Drops the query string from the paths uvicorn logs (requests and WebSocket handshakes)."""
+class HandingOverServer(Server):
+    """uvicorn's server, whose first SIGTERM or SIGINT hands the replica's work over
+    (api.hand_over) while it still serves, before uvicorn's own shutdown closes the
+    connections; a second signal shuts down at once, as uvicorn does."""
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, tuple):
-            record.args = tuple(
-                arg.split("?", 1)[0] if isinstance(arg, str) and arg.startswith("/") else arg
-                for arg in record.args
-            )
-        return True
+    def __init__(self, config: Config, hand_over: HandOver) -> None:
+        super().__init__(config)
+        self.hand_over = hand_over
+        self._handing_over: asyncio.Task[None] | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._handing_over is not None or self.should_exit:
+            super().handle_exit(sig, frame)
+            return
+        self._captured_signals.append(sig)  # re-raised once uvicorn is done, as it does
+        loop = asyncio.get_running_loop()  # a signal handler runs on the loop's thread
+        loop.call_soon_threadsafe(self._start_hand_over)
+
+    def _start_hand_over(self) -> None:
+        if self._handing_over is None:
+            self._handing_over = asyncio.create_task(self._hand_over_then_exit())
+
+    async def _hand_over_then_exit(self) -> None:
+        try:
+            await self.hand_over.run()
+        finally:
+            self.should_exit = True
 
 
-def log_config() -> dict[str, Any]:
-    config = copy.deepcopy(LOGGING_CONFIG)
-    config.setdefault("filters", {})["path_only"] = {"()": PathOnly}
-    for handler in ("default", "access"):
-        config["handlers"][handler]["filters"] = ["path_only"]
-    return config
+def serve(app: Starlette, settings: Settings, host: str, port: int) -> None:
+    """Serves `app` until a signal, then hands over and shuts down (HandingOverServer)."""
+    hand_over: HandOver = app.state.hand_over
+    config = Config(
+        app,
+        host=host,
+        port=port,
+        log_level=settings.log_level.lower(),
+        proxy_headers=False,
+        timeout_graceful_shutdown=max(1, round(hand_over.connections_grace_s)),
+        **server_options(settings),
+    )
+    HandingOverServer(config, hand_over).run()
 
 
 def server_options(settings: Settings) -> dict[str, Any]:
-    """uvicorn.run's transport options for these settings."""
+    """uvicorn's transport options for these settings."""
     BoundedHttpProtocol.read_timeout_s = settings.request_read_timeout_s
     return {
         "http": BoundedHttpProtocol,
         "ws": "websockets-sansio",
         "ws_max_size": settings.max_body_bytes,
-        "log_config": log_config(),
+        "log_config": logs.logging_config(
+            settings.log_format, settings.log_level, settings.sdk_log_level
+        ),
         "timeout_keep_alive": 5,
     }

@@ -18,9 +18,13 @@ foreign spaceId is NOT_FOUND for that subscriber whatever a group already runs. 
 session, credential expiry and subscription count stay its connection's.
 
 A member whose socket cannot take a frame within SEND_TIMEOUT_S (a client that stopped
-reading, with its buffers full) is closed with 1013 rather than holding up the others;
-between chunks of FAN_OUT_CHUNK members the fan-out yields, so other clients' requests
-are served during a large one.
+reading, with its buffers full) is closed with 1013 rather than holding up the others.
+A group goes through the events that reach it together (a storm: their rows are read in
+one go, core.common.event_reads) in one pass, but a turn of the event loop holds at most
+FAN_OUT_CHUNK units of its work (a frame is one, an event's execution EVENT_UNITS): then
+it yields, between members of a large group and between events of a long backlog, so the
+probe loop and other clients are served during a storm (issue 19). A group whose run fell behind the event bus (its queue
+filled) has lost events: its members are closed with 1013 to catch up, never left open.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -36,12 +41,17 @@ from typing import Any, Protocol
 
 from strawberry.types.execution import ExecutionResult
 
-from core.rbac import Viewer
+from core.common import metrics, request_scope
+from core.common.events import CATCH_UP_REASON, FELL_BEHIND
+from core.common.rbac import Viewer
 
 log = logging.getLogger("spacedock.transport")
 
 SEND_TIMEOUT_S = 5.0
+# A group's work in one turn of the event loop, in frames sent; executing and serialising
+# an event costs about as much as EVENT_UNITS frames.
 FAN_OUT_CHUNK = 64
+EVENT_UNITS = 8
 WS_TRY_AGAIN_LATER = 1013
 
 
@@ -91,6 +101,11 @@ class Member(Protocol):
 StartStream = Callable[[Callable[[], None]], Awaitable[AsyncIterator[ExecutionResult]]]
 
 
+def fell_behind(result: ExecutionResult) -> bool:
+    """The stream's events outran it (core.common.events.FellBehind), so it ends here."""
+    return any((error.extensions or {}).get("code") == FELL_BEHIND for error in result.errors or ())
+
+
 def payload_text(result: ExecutionResult) -> str:
     """The `next` payload of a result, as graphql-transport-ws sends it."""
     payload: dict[str, Any] = {"data": result.data}
@@ -114,9 +129,12 @@ class Group:
         self.ended = asyncio.Event()
         self._on_end = on_end
         self._task: asyncio.Task[None] | None = None
+        self._turn = 0  # units of work since this group last yielded to the event loop
 
     def start(self, stream: StartStream) -> None:
-        self._task = asyncio.create_task(self._run(stream), name="shared subscription")
+        self._task = asyncio.create_task(
+            self._run(stream), name="shared subscription", context=request_scope.detached()
+        )
 
     def stop(self) -> None:
         if self._task is not None:
@@ -129,15 +147,39 @@ class Group:
         try:
             async with aclosing(await stream(self._listening)) as results:  # type: ignore[type-var]
                 async for result in results:
+                    if fell_behind(result):
+                        await self._close_to_catch_up()
+                        return
+                    started = time.perf_counter()
                     await self._fan_out(payload_text(result))
+                    metrics.observe_fanout(time.perf_counter() - started)
         except Exception:  # a bug: the members are completed rather than left waiting
             log.exception("a shared subscription failed")
         finally:
             self._on_end(self)
             self.ended.set()
 
+    async def _spend(self, units: int) -> None:
+        """Counts work; yields to the event loop once a turn's worth is done."""
+        self._turn += units
+        if self._turn > FAN_OUT_CHUNK:
+            self._turn = units
+            await asyncio.sleep(0)
+
+    async def _close_to_catch_up(self) -> None:
+        """The run fell behind the bus and lost events: every member is closed to catch
+        up with statusEvents(after:) rather than left streaming with a hole (issue 19)."""
+        members, self.members = list(self.members), {}
+        log.warning("closed %d subscribers that fell behind: %s", len(members), CATCH_UP_REASON)
+        await asyncio.gather(
+            *(member.drop(WS_TRY_AGAIN_LATER, CATCH_UP_REASON) for member in members),
+            return_exceptions=True,
+        )
+
     async def _fan_out(self, payload: str) -> None:
-        for count, member in enumerate(list(self.members), start=1):
+        await self._spend(EVENT_UNITS)
+        for member in list(self.members):
+            await self._spend(1)
             if member not in self.members:
                 continue  # it left during this fan-out
             try:
@@ -149,8 +191,6 @@ class Group:
                 _background(member.drop(WS_TRY_AGAIN_LATER, reason))
             except (OSError, RuntimeError):
                 self.members.pop(member, None)  # its socket is gone; its handler cleans up
-            if count % FAN_OUT_CHUNK == 0:
-                await asyncio.sleep(0)
 
 
 _pending: set[asyncio.Task[None]] = set()
@@ -172,6 +212,16 @@ class SharedSubscriptions:
     def __init__(self, send_timeout_s: float = SEND_TIMEOUT_S) -> None:
         self.send_timeout_s = send_timeout_s
         self._groups: dict[GroupKey, Group] = {}
+
+    def close_all(self, reason: str) -> None:
+        """Closes every subscriber of this process with 1013 and `reason`: its events were
+        missed and cannot be replayed (core.common.events), so each must reconnect and catch up."""
+        for group in list(self._groups.values()):
+            members, group.members = list(group.members), {}
+            for member in members:
+                _background(member.drop(WS_TRY_AGAIN_LATER, reason))
+        if self._groups:
+            log.warning("closed every subscriber: %s", reason)
 
     @property
     def group_count(self) -> int:

@@ -12,6 +12,11 @@ Attacks on requests, frames and inputs are below in `ATTACKS`; attacks by hostil
 clusters (redirects, huge and malformed answers, live-field fan-out) are
 `bench/abuse_clusters.py`'s `CLUSTER_ATTACKS`, run after them.
 
+The server trusts the repo's OIDC stand-in (tests/support/oidc_standin.py) as its
+issuer, so the random-`kid` JWT flood makes it go to the issuer for keys; the row says
+how many JWKS fetches the window cost. The audit flood's row says how many audit rows the
+window wrote.
+
 Run: `.venv/bin/python bench/abuse.py` (about a minute; `--window` sets seconds per attack).
 """
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import secrets
 import statistics
 import sys
 import tempfile
@@ -34,11 +40,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import aiohttp  # noqa: E402
+import jwt  # noqa: E402
 import websockets  # noqa: E402
+from aiohttp import web  # noqa: E402
 
 from bench.abuse_clusters import CLUSTER_ATTACKS  # noqa: E402
 from tests.support import factories as make  # noqa: E402
 from tests.support.attack import PROTOCOL  # noqa: E402
+from tests.support.oidc_standin import AUDIENCE, OidcStandIn  # noqa: E402
 from tests.support.server import Backend, Server, mint_token  # noqa: E402
 
 
@@ -50,14 +59,34 @@ class Scene:
     server: Server
     viewer: str
     admin: str
+    oidc: CountingIssuer
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     answers: Counter[str] = field(default_factory=Counter)
+    # What else the window cost (JWKS fetches, audit rows), shown beside the answers.
+    costs: Counter[str] = field(default_factory=Counter)
 
     def headers(self, token: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {token or self.viewer}"}
 
 
 Attack = Callable[[Scene], Coroutine[Any, Any, None]]
+
+
+class CountingIssuer(OidcStandIn):
+    """The OIDC stand-in, counting how often the server fetches its keys."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.key_fetches = 0
+
+    def routes(self) -> list[web.RouteDef]:
+        async def counted(request: web.Request) -> web.StreamResponse:
+            self.key_fetches += 1
+            return await keys(request)
+
+        found = super().routes()
+        (keys,) = [route.handler for route in found if route.path == "/keys"]
+        return [route for route in found if route.path != "/keys"] + [web.get("/keys", counted)]
 
 
 def fragment_bomb(levels: int) -> str:
@@ -95,6 +124,49 @@ async def nul_ids(scene: Scene) -> None:
         {"query": make.DEREGISTER_SPACE, "variables": {"input": {"id": "spc_\x00" + "0" * 29}}}
     ).encode()
     await _post_loop(scene, [body], scene.admin)
+
+
+async def one_megabyte_bodies(scene: Scene) -> None:
+    """Bodies just under the 1 MiB limit: one unused variable of a million characters
+    (answered), and half a million numbers (refused once decoded: over 2,000 values)."""
+    unused = json.dumps({"query": "{ viewer { role } }", "variables": {"v": "x" * 1_040_000}})
+    numbers = json.dumps({"query": "{ viewer { role } }", "variables": {"v": [0] * 340_000}})
+    await _post_loop(scene, [unused.encode(), numbers.encode()])
+
+
+async def random_kid_jwts(scene: Scene) -> None:
+    """Unauthenticated: JWTs signed by a key the issuer never published, each naming a new
+    `kid`, so the server cannot know it and may go to the issuer for keys."""
+    issuer, forger = scene.oidc, scene.oidc.rsa.private
+    fetches = issuer.key_fetches
+    async with aiohttp.ClientSession() as session:
+        while not scene.stop.is_set():
+            claims = {"iss": issuer.issuer, "aud": AUDIENCE, "sub": "x", "exp": time.time() + 60}
+            token = jwt.encode(claims, forger, "RS256", headers={"kid": secrets.token_hex(8)})
+            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+            async with session.post(scene.server.url, data=b"{}", headers=headers) as reply:
+                await reply.read()
+                scene.answers[str(reply.status)] += 1
+    scene.costs["JWKS fetches"] = issuer.key_fetches - fetches
+
+
+async def audit_flood(scene: Scene) -> None:
+    """A viewer's 15 aliased mutations per request, each refused (FORBIDDEN) and audited."""
+    mutation = 'createRole(input: {name: "flood", policies: []}) { userErrors { code } }'
+    aliased = "mutation { " + " ".join(f"a{i}: {mutation}" for i in range(15)) + " }"
+    before = await audit_rows(scene)
+    await _post_loop(scene, [json.dumps({"query": aliased}).encode()])
+    scene.costs["audit rows"] = await audit_rows(scene) - before
+
+
+async def audit_rows(scene: Scene) -> int:
+    query = json.dumps({"query": "{ auditEvents { totalCount } }"}).encode()
+    headers = {**scene.headers(scene.admin), "Content-Type": "application/json"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(scene.server.url, data=query, headers=headers) as reply,
+    ):
+        return int((await reply.json())["data"]["auditEvents"]["totalCount"])
 
 
 async def huge_headers(scene: Scene) -> None:
@@ -177,11 +249,14 @@ ATTACKS: dict[str, Attack] = {
     "fragment bomb, K=30": fragment_bombs,
     "malformed bodies": malformed_bodies,
     "2 MiB bodies": oversized_bodies,
+    "1 MB bodies": one_megabyte_bodies,
     "NUL ids (mutation)": nul_ids,
     "endless header, no token": huge_headers,
     "300 half-sent heads": slowloris,
     "bad WebSocket frames": bad_frames,
     "1,000 subscriptions, one token": subscription_flood,
+    "random-kid JWTs, no token": random_kid_jwts,
+    "audit flood (aliased refusals)": audit_flood,
 }
 
 
@@ -218,6 +293,7 @@ async def bystander(server: Server, seconds: float) -> Window:
 async def under_attack(scene: Scene, attack: Attack, seconds: float) -> Window:
     scene.stop.clear()
     scene.answers.clear()
+    scene.costs.clear()
     running = asyncio.create_task(attack(scene))
     await asyncio.sleep(0.2)  # the attack is under way before the bystander starts
     window = await bystander(scene.server, seconds)
@@ -230,17 +306,18 @@ async def under_attack(scene: Scene, attack: Attack, seconds: float) -> Window:
 
 
 async def main(seconds: float, only: str | None) -> None:
-    with tempfile.TemporaryDirectory() as directory:
+    with tempfile.TemporaryDirectory() as directory, CountingIssuer() as issuer:
         server = Server(
             backend=Backend.sqlite(Path(directory)),
             log_path=Path(directory) / "server.log",
-            env={"SPACEDOCK_PROBE_INTERVAL_S": "3600"},
+            env={"SPACEDOCK_PROBE_INTERVAL_S": "3600", **issuer.server_env()},
         ).start()
         try:
             scene = Scene(
                 server,
                 viewer=await mint_token(server.backend.url, "bench", "viewer"),
                 admin=await mint_token(server.backend.url, "bench", "admin"),
+                oidc=issuer,
             )
             idle = await bystander(server, seconds)
             rows = [("idle (baseline)", "", "", idle)]
@@ -248,19 +325,22 @@ async def main(seconds: float, only: str | None) -> None:
                 if only is not None and only.lower() not in name.lower():
                     continue
                 window = await under_attack(scene, attack, seconds)
-                answered = ", ".join(f"{k} x{v}" for k, v in sorted(scene.answers.items()))
+                answered = ", ".join(
+                    [f"{k} x{v}" for k, v in sorted(scene.answers.items())]
+                    + [f"{k}: {v}" for k, v in scene.costs.items()]
+                )
                 rows.append((name, str(sum(scene.answers.values())), answered, window))
         finally:
             server.stop()
     print(f"/healthz latency of another client, {seconds:g} s per window, SQLite, loopback\n")
     print(
-        f"| {'attack':32} | {'sent':>6} | {'answered':34} | {'median ms':>9} | "
+        f"| {'attack':32} | {'sent':>6} | {'answered':48} | {'median ms':>9} | "
         f"{'p99 ms':>7} | {'worst ms':>8} | {'worst ÷ idle worst':>18} |"
     )
-    print(f"|{'-' * 34}|{'-' * 8}|{'-' * 36}|{'-' * 11}|{'-' * 9}|{'-' * 10}|{'-' * 20}|")
+    print(f"|{'-' * 34}|{'-' * 8}|{'-' * 50}|{'-' * 11}|{'-' * 9}|{'-' * 10}|{'-' * 20}|")
     for name, sent, answered, window in rows:
         print(
-            f"| {name:32} | {sent:>6} | {answered[:34]:34} | {window.median:9.2f} | "
+            f"| {name:32} | {sent:>6} | {answered[:48]:48} | {window.median:9.2f} | "
             f"{window.p99:7.1f} | {window.worst:8.1f} | {window.worst / idle.worst:18.1f} |"
         )
 

@@ -46,7 +46,7 @@ from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL  # noqa: E402
 
 from api.http_server import server_options  # noqa: E402
 from api.settings import Settings  # noqa: E402
-from schema.enums import Role, SpaceStatus  # noqa: E402
+from schema.common.enums import Role, SpaceStatus  # noqa: E402
 
 
 @strawberry.type

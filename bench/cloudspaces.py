@@ -1,10 +1,10 @@
 """Benchmark of the CloudSpace reconciler (issue "CloudSpaces"), against a baseline
 measured in the same run.
 
-N CloudSpaces are created (through `core.cloudspaces.create`) on one host space, a host
+N CloudSpaces are created (through `core.cloudspaces.lifecycle.create`) on one host space, a host
 stand-in (tests/support/host_standin.py) served by a separate process on loopback with
 its readiness delays set to zero, so what is timed is spacedock's own work. The real
-reconciler (`core.reconciler.Reconciler`: real database, leased claims, one transaction
+reconciler (`core.cloudspaces.reconciler.Reconciler`: real database, leased claims, one transaction
 per step, events, kubernetes-asyncio server-side applies through TLS) then drives all of
 them to READY: once with its default concurrency, and once as the baseline, a serial
 controller (concurrency 1, one CloudSpace at a time, as a single-worker operator queue
@@ -38,16 +38,17 @@ sys.path.insert(0, str(REPO))
 import sqlalchemy as sa  # noqa: E402
 from sqlmodel import col  # noqa: E402
 
-from core import cloudspaces  # noqa: E402
-from core.events import InProcessBus  # noqa: E402
-from core.health import HealthRule  # noqa: E402
-from core.rbac import Role, Viewer  # noqa: E402
-from core.reconciler import Reconciler  # noqa: E402
-from core.secrets import SecretBox  # noqa: E402
-from core.services import Services  # noqa: E402
-from core.spaces import RegisterSpaceRequest, register  # noqa: E402
-from core.tokens import create_token  # noqa: E402
-from core.vclusters import CloudSpaceSettings  # noqa: E402
+from core.cloudspaces import capacity as host_capacity  # noqa: E402
+from core.cloudspaces import lifecycle as cloudspaces  # noqa: E402
+from core.cloudspaces.reconciler import Reconciler  # noqa: E402
+from core.cloudspaces.settings import CloudSpaceSettings  # noqa: E402
+from core.common.events import InProcessBus  # noqa: E402
+from core.common.rbac import Role, Viewer  # noqa: E402
+from core.common.secrets import SecretBox  # noqa: E402
+from core.common.services import Services  # noqa: E402
+from core.orgs.bootstrap import create_token  # noqa: E402
+from core.spaces.health import HealthRule  # noqa: E402
+from core.spaces.lifecycle import RegisterSpaceRequest, register  # noqa: E402
 from db.engine import Database  # noqa: E402
 from db.tables import CloudSpace, CloudSpaceEvent  # noqa: E402
 
@@ -114,7 +115,7 @@ async def run(label: str, count: int, concurrency: int, host: dict[str, Any]) ->
                     ),
                     (),
                 )
-            room = cloudspaces.Capacity(1e9, 1e12)
+            room = host_capacity.Capacity(1e9, 1e12)
             async with services.unit() as unit:
                 for index in range(count):
                     request = cloudspaces.CreateRequest(f"{label}-{index}", space.id, 0.1, 128)

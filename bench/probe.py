@@ -1,9 +1,9 @@
 """Benchmark of the probe loop (issue "Live clusters"), each figure against a baseline
 measured in the same run.
 
-1. Throughput and CPU. N GENERIC spaces are registered (through `core.spaces.register`)
+1. Throughput and CPU. N GENERIC spaces are registered (through `core.spaces.lifecycle.register`)
    against Kubernetes API stand-ins served by a separate process on loopback, with an
-   added answer latency. The real probe loop (`core.probe_loop.ProbeLoop`: real
+   added answer latency. The real probe loop (`core.probing.loop.ProbeLoop`: real
    database, leases, result writes, events) then probes the fleet with every space due
    at once, so it runs saturated: once with our hot path (`providers.probe.VersionProber`,
    which resumes TLS sessions) and once with the baseline, the raw fresh-handshake
@@ -60,18 +60,19 @@ from gql import gql  # noqa: E402
 from sqlmodel import col  # noqa: E402
 
 from bench.common import machine_busy_s, process_cpu_s  # noqa: E402
-from core.events import EventBus, InProcessBus, PostgresBus  # noqa: E402
-from core.health import HealthRule  # noqa: E402
-from core.probe_loop import ProbeLoop, ProbeSettings  # noqa: E402
-from core.rbac import Role, Viewer  # noqa: E402
-from core.secrets import SecretBox  # noqa: E402
-from core.services import Services  # noqa: E402
-from core.spaces import RegisterSpaceRequest, register  # noqa: E402
-from core.tokens import create_token  # noqa: E402
+from core.common.events import EventBus, InProcessBus  # noqa: E402
+from core.common.postgres_bus import PostgresBus  # noqa: E402
+from core.common.rbac import Role, Viewer  # noqa: E402
+from core.common.secrets import SecretBox  # noqa: E402
+from core.common.services import Services  # noqa: E402
+from core.orgs.bootstrap import create_token  # noqa: E402
+from core.probing.loop import ProbeLoop, ProbeSettings  # noqa: E402
+from core.spaces.health import HealthRule  # noqa: E402
+from core.spaces.lifecycle import RegisterSpaceRequest, register  # noqa: E402
 from db.engine import Database  # noqa: E402
 from db.notify import PostgresNotifier  # noqa: E402
 from db.tables import Space  # noqa: E402
-from providers.credentials import ClusterCredentials  # noqa: E402
+from providers.cluster_credentials import ClusterCredentials  # noqa: E402
 from providers.probe import ProbeOutcome, Prober, VersionProber  # noqa: E402
 from tests.support.factories import REGISTER_SPACE, succeeded  # noqa: E402
 from tests.support.graphql import GraphQL  # noqa: E402
@@ -339,7 +340,7 @@ async def throughput(args: argparse.Namespace, database_url: str) -> tuple[Pass,
     bus: EventBus = (
         InProcessBus()
         if database.is_sqlite
-        else PostgresBus(lambda deliver: PostgresNotifier(database, deliver))
+        else PostgresBus(lambda hearing: PostgresNotifier(database, hearing.deliver))
     )
     services = Services(
         database=database,

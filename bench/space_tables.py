@@ -62,7 +62,7 @@ async def seed(database_url: str, org_name: str, count: int) -> None:
     """`count` GENERIC spaces of `org_name`, written in one transaction."""
     from sqlmodel import col
 
-    from core.ids import new_id
+    from core.common.ids import new_id
     from db.engine import Database
     from db.tables import Org, Space
 

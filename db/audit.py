@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -10,15 +10,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
 from db.pages import Page, page
+from db.records import AuditWhere
 from db.tables import AuditEvent
-
-
-@dataclass(frozen=True)
-class AuditWhere:
-    actor: str | None = None
-    action: str | None = None
-    target_id: str | None = None
-    since: datetime | None = None
 
 
 async def save(session: AsyncSession, event: AuditEvent) -> None:
@@ -35,11 +28,17 @@ async def events_page(
         query = query.where(col(AuditEvent.actor) == where.actor)
     if where.action is not None:
         query = query.where(col(AuditEvent.action) == where.action)
+    if where.actor_token_id is not None:
+        query = query.where(col(AuditEvent.actor_token_id) == where.actor_token_id)
     if where.target_id is not None:
-        # target_ids_json is a JSON list of quoted ids; ids hold no quotes or wildcards.
-        query = query.where(col(AuditEvent.target_ids_json).contains(f'"{where.target_id}"'))
+        # target_ids_json is a JSON list of ids: the id is looked for as JSON writes it,
+        # quotes included, with LIKE's wildcards (`%`, `_`) matched literally.
+        quoted = json.dumps(where.target_id)
+        query = query.where(col(AuditEvent.target_ids_json).contains(quoted, autoescape=True))
     if where.since is not None:
         query = query.where(col(AuditEvent.at) >= where.since)
+    if where.via is not None:
+        query = query.where(col(AuditEvent.via) == where.via)
     return await page(session, query, AuditEvent.id, first, after)
 
 

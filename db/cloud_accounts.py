@@ -3,29 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
-from typing import NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
-from db.tables import CloudAccount, ClusterGrant, Space
-
-
-class CloudAccountRecord(NamedTuple):
-    """A cloud account read with a page of spaces: its columns in a tuple (issue 12).
-    Read-only code takes either (`CloudAccountRow`)."""
-
-    id: str
-    org_id: str
-    name: str
-    provider: str
-    credentials_ciphertext: str
-    created_at: datetime
-
-
-CloudAccountRow = CloudAccount | CloudAccountRecord
+from db.tables import ClusterGrant, Space
 
 
 async def live_spaces_using(session: AsyncSession, account_id: str) -> int:

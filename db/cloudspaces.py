@@ -19,6 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
 from db.claims import WorkQueue
+from db.pages import Keyset, Order, Page, ordered_page, substring_pattern
+from db.records import CloudSpaceWhere
 from db.tables import CloudSpace, CloudSpaceEvent, Space
 
 # The reconciler's work: CloudSpaces whose next attempt is due, leased while a worker runs.
@@ -47,6 +49,44 @@ async def of_spaces(
     return (await session.scalars(query)).all()
 
 
+def _listed(org_id: str, where: CloudSpaceWhere) -> sa.Select[Any]:
+    query = sa.select(CloudSpace).where(col(CloudSpace.org_id) == org_id)
+    if where.phases is not None:
+        query = query.where(col(CloudSpace.phase).in_(where.phases))
+    if where.host_space_ids is not None:
+        own_hosts = sa.select(col(Space.id)).where(
+            col(Space.org_id) == org_id, col(Space.id).in_(where.host_space_ids)
+        )
+        query = query.where(col(CloudSpace.host_space_id).in_(own_hosts))
+    if where.search:
+        pattern = substring_pattern(where.search)
+        query = query.where(col(CloudSpace.name).ilike(pattern, escape="\\"))
+    return query
+
+
+def order_key(field: str, phases: Sequence[str]) -> Any:
+    """The sort key of CloudSpaceOrderField `field` (PHASE: the place in `phases`)."""
+    if field == "NAME":
+        return col(CloudSpace.name)
+    if field == "CREATED_AT":
+        return col(CloudSpace.created_at)
+    if field == "PHASE":
+        places = {phase: place for place, phase in enumerate(phases)}
+        return sa.case(places, value=col(CloudSpace.phase), else_=len(places))
+    raise ValueError(f"no CloudSpace order {field!r}")
+
+
+async def list_cloud_spaces(
+    session: AsyncSession,
+    org_id: str,
+    where: CloudSpaceWhere,
+    keyset: Keyset,
+    order: Order,
+) -> Page[CloudSpace]:
+    """A page of the org's CloudSpaces under `order` (then id), and how many match."""
+    return await ordered_page(session, _listed(org_id, where), col(CloudSpace.id), order, keyset)
+
+
 async def count_on_space(session: AsyncSession, space_id: str) -> int:
     """CloudSpaces of any org that live on the space (deleting ones included)."""
     query = sa.select(sa.func.count()).where(col(CloudSpace.host_space_id) == space_id)
@@ -54,10 +94,10 @@ async def count_on_space(session: AsyncSession, space_id: str) -> int:
 
 
 async def promised_on_host(
-    session: AsyncSession, host_space_id: str, except_id: str | None
+    session: AsyncSession, host_space_id: str, except_id: str | None, org_id: str | None = None
 ) -> tuple[float, int, int]:
-    """(cpu, memory MiB, how many) promised to the CloudSpaces of any org on the host,
-    leaving out `except_id`."""
+    """(cpu, memory MiB, how many) promised to the CloudSpaces on the host, of any org (or
+    of `org_id`'s only), leaving out `except_id`."""
     query = sa.select(
         sa.func.coalesce(sa.func.sum(CloudSpace.cpu), 0.0),
         sa.func.coalesce(sa.func.sum(CloudSpace.memory_mib), 0),
@@ -65,6 +105,8 @@ async def promised_on_host(
     ).where(col(CloudSpace.host_space_id) == host_space_id)
     if except_id is not None:
         query = query.where(col(CloudSpace.id) != except_id)
+    if org_id is not None:
+        query = query.where(col(CloudSpace.org_id) == org_id)
     cpu, memory, count = (await session.execute(query)).one()
     return float(cpu), int(memory), int(count)
 

@@ -65,6 +65,16 @@ async def by_name(session: AsyncSession, model: type[Row], org_id: str, name: st
     return (await session.scalars(query)).first()
 
 
+async def by_name_key(
+    session: AsyncSession, model: type[Row], org_id: str, name_key: str
+) -> Row | None:
+    """The org's row whose name is this one to a reader (core.common.names.name_key)."""
+    if not storable(name_key):
+        return None
+    query = _owned(model, org_id).where(col(model.name_key) == name_key)  # type: ignore[attr-defined]
+    return (await session.scalars(query)).first()
+
+
 async def org_page(
     session: AsyncSession, model: type[Row], org_id: str, first: int, after: str | None
 ) -> Page[Any]:

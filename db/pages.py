@@ -61,6 +61,13 @@ class Order:
     descending: bool = False
 
 
+def substring_pattern(text: str) -> str:
+    """A LIKE pattern for `text` anywhere (with ILIKE: in any case), its wildcards escaped
+    with a backslash (`escape="\\"`)."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
 async def page(
     session: AsyncSession,
     query: sa.Select[Any],
@@ -164,8 +171,10 @@ async def pages_by_parent(
     first: int,
     after: str | None,
     *conditions: sa.ColumnElement[bool],
+    newest_first: bool = False,
 ) -> dict[str, Page[Any]]:
-    """One page of children for each parent, in two queries whatever the number of parents."""
+    """One page of children for each parent, in two queries whatever the number of parents;
+    in id order, or with `newest_first` the other way (ids are time-ordered)."""
     base = [parent_column.in_(parent_ids), *conditions]
     counts: dict[str, int] = dict(
         (
@@ -175,11 +184,13 @@ async def pages_by_parent(
         ).all()
     )
     if after is not None:
-        base.append(model.id > after)
-    rank = sa.func.row_number().over(partition_by=parent_column, order_by=model.id).label("rank")
+        base.append(model.id < after if newest_first else model.id > after)
+    in_order = model.id.desc() if newest_first else model.id
+    rank = sa.func.row_number().over(partition_by=parent_column, order_by=in_order).label("rank")
     ranked = sa.select(model, rank).where(*base).subquery()
     child = sa.orm.aliased(model, ranked)
-    query = sa.select(child).where(ranked.c.rank <= first + 1).order_by(ranked.c.id)
+    listed = ranked.c.id.desc() if newest_first else ranked.c.id
+    query = sa.select(child).where(ranked.c.rank <= first + 1).order_by(listed)
     grouped: dict[str, list[Any]] = {parent: [] for parent in parent_ids}
     parent_key = parent_column.key
     for row in (await session.scalars(query)).all():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -13,8 +12,17 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
-from db.cloud_accounts import CloudAccountRecord
-from db.pages import Keyset, Order, Page, PageStatements, ReadsFrom, ordered_page, read_page
+from db.pages import (
+    Keyset,
+    Order,
+    Page,
+    PageStatements,
+    ReadsFrom,
+    ordered_page,
+    read_page,
+    substring_pattern,
+)
+from db.records import CloudAccountRecord, SpaceRecord, SpaceWhere, StatusEventRecord
 from db.tables import CloudAccount, Space, SpaceStatusEvent, UtcDateTime
 
 EVENTS_KEPT_PER_SPACE = 1000
@@ -23,7 +31,7 @@ LIVE = col(Space.deregistered_at).is_(None)
 
 # When a space's last probe counts as stale: the health rule's limit for this read, bound.
 STALE_BEFORE = sa.bindparam("stale_before", type_=UtcDateTime())
-# The health rule in SQL; `core.health.HealthRule.status_of` is the same rule in Python.
+# The health rule in SQL; `core.spaces.health.HealthRule.status_of` is the same rule in Python.
 EFFECTIVE_STATUS: sa.ColumnElement[str] = sa.case(
     # A deregistered space reads INACTIVE ("deregistered") from then on.
     (sa.not_(LIVE), "INACTIVE"),
@@ -40,49 +48,6 @@ async def live_space_where(session: AsyncSession, org_id: str, **equal: str) -> 
     return (await session.scalars(query)).first()
 
 
-@dataclass(frozen=True)
-class SpaceWhere:
-    """Which spaces a list or count covers; every condition given must hold."""
-
-    statuses: Sequence[str] | None = None
-    provider: str | None = None
-    providers: Sequence[str] | None = None
-    cloud_account_ids: Sequence[str] | None = None
-    held: bool | None = None
-    search: str | None = None
-    scalable: bool | None = None
-    include_deregistered: bool = False
-
-
-class SpaceRecord(NamedTuple):
-    """A space as a page of spaces shows it: the columns reads use, in a tuple, no ORM
-    object to build and track (issue 12). Read-only code takes either (`SpaceRow`)."""
-
-    id: str
-    org_id: str
-    name: str
-    provider: str
-    space_type: str
-    cloud_account_id: str | None
-    config_json: str
-    secret_ciphertext: str | None
-    synthetic: bool
-    probe_status: str
-    held: bool
-    consecutive_failures: int
-    last_probe_at: datetime | None
-    last_probe_ok: bool | None
-    last_probe_version: str | None
-    last_probe_latency_ms: float | None
-    last_probe_error: str | None
-    last_probe_error_code: str | None
-    created_at: datetime
-    deregistered_at: datetime | None
-    # Its cloud account, when the page was read with them (`list_spaces(with_accounts=)`).
-    account: CloudAccountRecord | None = None
-
-
-SpaceRow = Space | SpaceRecord
 _SPACE_COLUMNS = SpaceRecord._fields[:-1]
 _ACCOUNT_COLUMNS = CloudAccountRecord._fields
 
@@ -95,12 +60,6 @@ def _space_with_account(row: Sequence[Any]) -> SpaceRecord:
     start, end = len(_SPACE_COLUMNS), len(_SPACE_COLUMNS) + len(_ACCOUNT_COLUMNS)
     account = None if row[start] is None else CloudAccountRecord._make(row[start:end])
     return SpaceRecord._make([*row[:start], account])
-
-
-def _name_pattern(text: str) -> str:
-    """A case-insensitive substring pattern; on Postgres the trigram index on name serves it."""
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
 
 
 class _WhereShape(NamedTuple):
@@ -139,7 +98,8 @@ def _where_parameters(org_id: str, where: SpaceWhere, stale_before: datetime) ->
         "providers": where.providers,
         "cloud_account_ids": where.cloud_account_ids,
         "held": where.held,
-        "search": _name_pattern(where.search) if where.search else None,
+        # On Postgres the trigram index on name serves it.
+        "search": substring_pattern(where.search) if where.search else None,
     }
 
 
@@ -172,12 +132,16 @@ def _spaces_where(shape: _WhereShape) -> sa.Select[Any]:
 NEVER = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+# STATUS sorts by severity, not by the words: ascending, what needs a look comes first.
+STATUS_SEVERITY = {"INACTIVE": 0, "UNKNOWN": 1, "ACTIVE": 2}
+
+
 def order_key(field: str) -> Any:
     """The sort key of SpaceOrderField `field`; ties are broken by id."""
     if field == "NAME":
         return col(Space.name)
     if field == "STATUS":
-        return EFFECTIVE_STATUS
+        return sa.case(STATUS_SEVERITY, value=EFFECTIVE_STATUS, else_=len(STATUS_SEVERITY))
     if field == "CREATED_AT":
         return col(Space.created_at)
     if field == "LAST_PROBE_AT":
@@ -259,23 +223,36 @@ async def count_spaces(
 
 
 async def add_event(session: AsyncSession, event: SpaceStatusEvent) -> SpaceStatusEvent:
-    session.add(event)
-    await session.flush()
-    # Keep the newest EVENTS_KEPT_PER_SPACE per space; older history is dropped.
-    cutoff = (
-        sa.select(col(SpaceStatusEvent.id))
-        .where(col(SpaceStatusEvent.space_id) == event.space_id)
-        .order_by(sa.desc(col(SpaceStatusEvent.id)))
-        .offset(EVENTS_KEPT_PER_SPACE)
-        .limit(1)
-        .scalar_subquery()
-    )
-    await session.execute(
-        sa.delete(SpaceStatusEvent).where(
-            col(SpaceStatusEvent.space_id) == event.space_id, col(SpaceStatusEvent.id) <= cutoff
-        )
-    )
+    event.id = (await add_events(session, [event]))[0]
     return event
+
+
+async def add_events(session: AsyncSession, events: Sequence[SpaceStatusEvent]) -> list[int]:
+    """Inserts the events in one statement and keeps the newest EVENTS_KEPT_PER_SPACE of each
+    of their spaces in one more; their ids, in the order given. A storm of transitions used
+    to cost two round trips each inside the probe step's transaction, which held every
+    event back from its subscribers until the last was written (issue 19)."""
+    if not events:
+        return []
+    table = SpaceStatusEvent.__table__  # type: ignore[attr-defined]
+    rows = [event.model_dump(exclude={"id"}) for event in events]
+    inserted = sa.insert(table).returning(table.c.id, sort_by_parameter_order=True)
+    ids = list((await session.scalars(inserted, rows)).all())
+    # Each space's events newest first, numbered: one pass over the rows of these spaces
+    # (a correlated cutoff per row would walk up to 1,000 index entries for each).
+    ranked = (
+        sa.select(
+            table.c.id,
+            sa.func.row_number()
+            .over(partition_by=table.c.space_id, order_by=table.c.id.desc())
+            .label("newer"),
+        )
+        .where(table.c.space_id.in_(sorted({event.space_id for event in events})))
+        .subquery()
+    )
+    trimmed = sa.select(ranked.c.id).where(ranked.c.newer > EVENTS_KEPT_PER_SPACE)
+    await session.execute(sa.delete(table).where(table.c.id.in_(trimmed)))
+    return ids
 
 
 async def events_by_ids(session: AsyncSession, ids: Sequence[int]) -> Sequence[SpaceStatusEvent]:
@@ -286,35 +263,19 @@ async def events_by_ids(session: AsyncSession, ids: Sequence[int]) -> Sequence[S
 async def events_page(
     session: AsyncSession,
     org_id: str,
-    first: int,
-    after: int | None,
+    size: int,
+    position: int | None,
     space_ids: Sequence[str] | None,
+    backward: bool = False,
 ) -> Page[SpaceStatusEvent]:
-    """An org's events in the order they happened (ids are assigned in that order)."""
+    """A page of an org's events in the order they happened (ids are assigned in that
+    order): `size` after the event number `position`, or `backward`, the newest `size`
+    before it (the newest of all without a position)."""
     query = sa.select(SpaceStatusEvent).where(col(SpaceStatusEvent.org_id) == org_id)
     if space_ids is not None:
         query = query.where(col(SpaceStatusEvent.space_id).in_(space_ids))
-    found = await ordered_page(
-        session,
-        query,
-        col(SpaceStatusEvent.id),
-        Order(),
-        Keyset(first, False, None if after is None else (None, after)),
-    )
-    return found
-
-
-class StatusEventRecord(NamedTuple):
-    """A status event as a list read shows it: its columns in a tuple, no ORM object
-    (issue 12)."""
-
-    id: int
-    space_id: str
-    previous: str | None
-    status: str
-    reason: str | None
-    reason_code: str | None
-    at: datetime
+    keyset = Keyset(size, backward, None if position is None else (None, position))
+    return await ordered_page(session, query, col(SpaceStatusEvent.id), Order(), keyset)
 
 
 def _recent_events_statement() -> sa.Select[Any]:

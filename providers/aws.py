@@ -44,7 +44,7 @@ from providers.clouds import (
     scrub,
     secret_values,
 )
-from providers.credentials import ClusterCredentials
+from providers.cluster_credentials import ClusterCredentials
 from providers.errors import PermanentError, ProviderError, TemporaryError
 
 TOKEN_PREFIX = "k8s-aws-v1."

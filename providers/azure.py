@@ -6,7 +6,9 @@ subscription, or, for the platform's own org, `DefaultAzureCredential`
 cluster's server and CA come from `listClusterUserCredential`, and its bearer
 token is an app token for the AKS server application. The authority comes
 from `AZURE_AUTHORITY_HOST` (azure-identity reads it) and ARM's base URL from
-`SPACEDOCK_AZURE_RESOURCE_MANAGER_ENDPOINT`.
+`SPACEDOCK_AZURE_RESOURCE_MANAGER_ENDPOINT`. ARM calls go through the outbound
+gate; azure-identity connects by itself, but only to the operator's authority (a
+tenant id is a UUID, so it cannot name another host).
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from providers.clouds import (
     scrub,
     secret_values,
 )
-from providers.credentials import ClusterCredentials
+from providers.cluster_credentials import ClusterCredentials
 from providers.errors import PermanentError, TemporaryError
+from providers.network import IPNetwork
 
 AKS_SCOPE = "6dae42f8-4368-4678-94ff-3960e28e3630/.default"
 DEFAULT_ARM = "https://management.azure.com"
@@ -70,7 +73,11 @@ async def _token(credentials: Mapping[str, Any], scope: str) -> AccessToken:
 
 
 async def _arm(
-    credentials: Mapping[str, Any], method: str, path_or_url: str, doing: str
+    deny: tuple[IPNetwork, ...],
+    credentials: Mapping[str, Any],
+    method: str,
+    path_or_url: str,
+    doing: str,
 ) -> CloudAnswer | None:
     """One ARM call with a fresh ARM token, throttling retried; None on 404."""
     secrets = secret_values(credentials)
@@ -80,7 +87,7 @@ async def _arm(
 
     async def call() -> CloudAnswer:
         token = await _token(credentials, f"{arm_endpoint()}/.default")
-        return await cloud_json(method, url, token.token, doing, secrets)
+        return await cloud_json(deny, method, url, token.token, doing, secrets)
 
     answer = await retry_throttled(call, doing)
     if answer.status == 404:
@@ -115,6 +122,9 @@ def _cluster_path(credentials: Mapping[str, Any], location: ClusterLocation) -> 
 
 
 class AzureAdapter:
+    def __init__(self, deny: tuple[IPNetwork, ...]) -> None:
+        self._deny = deny
+
     async def verify(self, credentials: Mapping[str, Any]) -> None:
         # A token says Entra knows the principal; listing says it may read the subscription.
         await self.clusters(credentials, None)
@@ -127,7 +137,7 @@ class AzureAdapter:
         url = f"/subscriptions/{subscription}/{MANAGED_CLUSTERS}?api-version={API_VERSION}"
         found: list[CloudCluster] = []
         for _page in range(MAX_PAGES):
-            answer = await _arm(credentials, "GET", url, doing)
+            answer = await _arm(self._deny, credentials, "GET", url, doing)
             if answer is None:
                 break
             found += [_cluster(item) for item in answer.body.get("value") or []]
@@ -142,6 +152,7 @@ class AzureAdapter:
         self, credentials: Mapping[str, Any], location: ClusterLocation
     ) -> CloudCluster | None:
         answer = await _arm(
+            self._deny,
             credentials,
             "GET",
             f"{_cluster_path(credentials, location)}?api-version={API_VERSION}",
@@ -154,6 +165,7 @@ class AzureAdapter:
     ) -> ClusterCredentials:
         doing = f"reading the user kubeconfig of AKS cluster {location.name}"
         answer = await _arm(
+            self._deny,
             credentials,
             "POST",
             f"{_cluster_path(credentials, location)}/listClusterUserCredential"

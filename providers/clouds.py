@@ -1,7 +1,9 @@
-"""The one interface every cloud adapter serves, and the registry of adapters by provider.
+"""The one interface every cloud adapter serves, and the HTTP helpers they share
+(bounded JSON calls, throttling retries, scrubbed refusals). The adapters import this
+module; the registry of adapters by provider is providers.dispatch.
 
 Core code never sees an SDK: it hands an adapter the account's decrypted
-credentials (the canonical shape `core/clouds.py` checked) and gets back
+credentials (the canonical shape `core/spaces/clouds.py` checked) and gets back
 clusters or a `ClusterCredentials`, or one of our `ProviderError`s. Messages
 say what the cloud said, scrubbed of every credential value.
 """
@@ -10,15 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import aiohttp
 
-from providers.credentials import ClusterCredentials
-from providers.errors import PermanentError, ProviderError, TemporaryError
+from providers.cluster_credentials import ClusterCredentials
+from providers.errors import PermanentError, ProviderError, TemporaryError, backoff_s
+from providers.network import IPNetwork, fetch
 
 T = TypeVar("T")
 
@@ -29,6 +31,8 @@ READ_TIMEOUT_S = 15.0
 # Throttled calls are retried this many times, doubling the wait from THROTTLE_BACKOFF_S.
 THROTTLE_RETRIES = 3
 THROTTLE_BACKOFF_S = 0.25
+# After that, the soonest a caller should try again (what the refusal's words say).
+THROTTLED_RETRY_AFTER_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,8 @@ class CloudCluster:
     region: str
     endpoint: str | None = None
     version: str | None = None
-    resource_group: str | None = None
+    resource_group: str | None = None  # AZURE
+    project_id: str | None = None  # GCP
 
 
 class Throttled(TemporaryError):
@@ -73,23 +78,6 @@ class CloudAdapter(Protocol):
         self, credentials: Mapping[str, Any], location: ClusterLocation
     ) -> ClusterCredentials:
         """A short-lived credential for the cluster's API server."""
-
-
-def adapter_for(provider: str) -> CloudAdapter:
-    # Imported here: each adapter imports its SDK, and GENERIC-only servers need none of them.
-    if provider == "AWS":
-        from providers.aws import AwsAdapter
-
-        return AwsAdapter()
-    if provider == "GCP":
-        from providers.gcp import GcpAdapter
-
-        return GcpAdapter()
-    if provider == "AZURE":
-        from providers.azure import AzureAdapter
-
-        return AzureAdapter()
-    raise PermanentError(f"{provider} has no cloud adapter")
 
 
 def secret_values(credentials: Mapping[str, Any]) -> list[str]:
@@ -119,20 +107,20 @@ def scrub(message: str, secrets: Iterable[str]) -> str:
 
 
 async def retry_throttled(call: Callable[[], Awaitable[T]], what: str) -> T:
-    """Runs `call`, retrying with backoff while it raises Throttled, then gives up saying so."""
-    delay = THROTTLE_BACKOFF_S
-    for _attempt in range(THROTTLE_RETRIES):
+    """Runs `call`, retrying with backoff while it raises Throttled, then gives up saying so
+    (and how long a caller should wait before trying again)."""
+    for attempt in range(1, THROTTLE_RETRIES + 1):
         try:
             return await call()
         except Throttled:
-            await asyncio.sleep(delay)
-            delay *= 2
+            await asyncio.sleep(backoff_s(attempt, THROTTLE_BACKOFF_S, THROTTLED_RETRY_AFTER_S))
     try:
         return await call()
     except Throttled as error:
         raise Throttled(
             f"throttled: {what}: the cloud refused {THROTTLE_RETRIES + 1} attempts as too many "
-            "requests; try again in a minute"
+            "requests; try again in a minute",
+            retry_after_s=THROTTLED_RETRY_AFTER_S,
         ) from error
 
 
@@ -143,41 +131,40 @@ class CloudAnswer:
 
 
 async def cloud_json(
-    method: str, url: str, token: str, doing: str, secrets: Iterable[str]
+    deny: tuple[IPNetwork, ...],
+    method: str,
+    url: str,
+    token: str,
+    doing: str,
+    secrets: Iterable[str],
 ) -> CloudAnswer:
-    """One call to a cloud REST API: no redirects, bounded body and time; 429 raises Throttled,
-    a transport failure a TemporaryError naming what we were doing."""
-    timeout = aiohttp.ClientTimeout(
-        total=CONNECT_TIMEOUT_S + READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S
-    )
-    connector = aiohttp.TCPConnector(ssl=ssl.create_default_context())
+    """One call to a cloud REST API through the outbound gate: no redirects, bounded body
+    and time; 429 raises Throttled, a transport failure a TemporaryError naming what we
+    were doing."""
     try:
-        async with (
-            aiohttp.ClientSession(timeout=timeout, connector=connector) as session,
-            session.request(
-                method,
-                url,
-                headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
-                allow_redirects=False,
-            ) as response,
-        ):
-            raw = await response.content.read(MAX_BODY_BYTES + 1)
-            status = response.status
-    except (TimeoutError, aiohttp.ServerTimeoutError) as error:
+        answer = await fetch(
+            deny,
+            method,
+            url,
+            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+            max_body_bytes=MAX_BODY_BYTES,
+            timeout_s=CONNECT_TIMEOUT_S + READ_TIMEOUT_S,
+        )
+    except ProviderError as refused:
+        raise PermanentError(f"{doing} failed: {refused.reason}") from refused
+    except TimeoutError as error:
         raise TemporaryError(f"timeout: {doing} got no answer") from error
     except aiohttp.ClientError as error:
         raise TemporaryError(f"connection failed: {doing}: {type(error).__name__}") from error
-    if len(raw) > MAX_BODY_BYTES:
-        raise PermanentError(f"{doing} failed: the answer is larger than {MAX_BODY_BYTES} bytes")
-    if status == 429:
+    if answer.status == 429:
         raise Throttled(f"throttled: {doing} got 429")
     try:
-        body = json.loads(raw) if raw else {}
+        body = json.loads(answer.body) if answer.body else {}
     except ValueError:
         body = {}
     if not isinstance(body, dict):
         body = {}
-    return CloudAnswer(status, body)
+    return CloudAnswer(answer.status, body)
 
 
 def refused(answer: CloudAnswer, doing: str, message: str, secrets: Iterable[str]) -> ProviderError:

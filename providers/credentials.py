@@ -1,8 +1,8 @@
 """Short-lived credentials for a cluster, minted per provider and cached until shortly
 before they expire.
 
-`ClusterCredentials` is frozen and hides its secrets from repr, so a logged
-or printed credential shows no key material. Minting may be a cloud round trip:
+The credential types are in providers.cluster_credentials, the adapters behind
+providers.dispatch. Minting may be a cloud round trip:
 callers hold no database connection while they wait on `CredentialCache.get`.
 """
 
@@ -10,42 +10,18 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
+from providers.clouds import ClusterLocation
+from providers.cluster_credentials import ClusterCredentials, ClusterTarget
+from providers.dispatch import adapter_for
 from providers.errors import PermanentError
 
-# A cached credential is replaced this long before it expires.
-REFRESH_MARGIN = timedelta(seconds=60)
 # A credential not asked for this long is dropped (its space is gone, or probed elsewhere).
 IDLE_EVICTION = timedelta(minutes=15)
 MAX_CACHED = 10_000
-
-
-@dataclass(frozen=True)
-class ClusterCredentials:
-    server: str
-    ca_pem: str = field(repr=False)
-    token: str | None = field(default=None, repr=False)
-    client_certificate_pem: str | None = field(default=None, repr=False)
-    client_key_pem: str | None = field(default=None, repr=False)
-    expires_at: datetime | None = None  # None: a static credential (GENERIC)
-
-    def fresh(self, now: datetime) -> bool:
-        return self.expires_at is None or self.expires_at - REFRESH_MARGIN > now
-
-
-@dataclass(frozen=True)
-class ClusterTarget:
-    """What a provider needs to mint a credential for one space's cluster."""
-
-    space_id: str
-    provider: str
-    config: Mapping[str, str]
-    secret: Mapping[str, str] = field(repr=False)  # GENERIC: caCert, token or client cert/key
-    account_credentials: Mapping[str, Any] | None = field(default=None, repr=False)
 
 
 async def mint(target: ClusterTarget) -> ClusterCredentials:
@@ -60,14 +36,13 @@ async def mint(target: ClusterTarget) -> ClusterCredentials:
         )
     if target.account_credentials is None:
         raise PermanentError("cluster access revoked: the cloud account was deleted")
-    from providers.clouds import ClusterLocation, adapter_for  # the adapters import this module
-
     location = ClusterLocation(
         region=target.config.get("region"),
         name=target.config["clusterName"],
         resource_group=target.config.get("resourceGroup"),
     )
-    return await adapter_for(target.provider).mint(target.account_credentials, location)
+    adapter = adapter_for(target.provider, target.deny)
+    return await adapter.mint(target.account_credentials, location)
 
 
 Mint = Callable[[ClusterTarget], Awaitable[ClusterCredentials]]

@@ -4,8 +4,12 @@ Every failure to reach a cloud or a cluster becomes a `ProviderError` whose
 `reason` starts with one of the reason words of the probe semantics (`DNS`,
 `connection refused`, `TLS`, `401 unauthorized`, `403 forbidden`, `timeout`,
 `HTTP 5xx`, `cluster access revoked`). `TemporaryError` marks failures that may
-pass by themselves, `PermanentError` the others; the SDK error is chained as `__cause__` and never put in the reason, so that no
-token or key can leak through a message.
+pass by themselves, with the soonest a retry is worth it when the failure says so (a
+throttled cloud); `PermanentError` the others. The SDK error is chained as `__cause__`
+and never put in the reason, so that no token or key can leak through a message.
+
+`backoff_s` is the one retry formula: the loop kit, the reconciler and the cloud calls
+each give it their first and longest waits.
 """
 
 from __future__ import annotations
@@ -23,9 +27,26 @@ class ProviderError(Exception):
         self.reason = reason
 
 
+def backoff_s(attempt: int, first_s: float, longest_s: float) -> float:
+    """The wait before retry number `attempt` (1: the first): `first_s`, doubling with each
+    attempt, at most `longest_s`."""
+    return float(min(longest_s, first_s * 2 ** max(0, attempt - 1)))
+
+
 class TemporaryError(ProviderError):
-    """A failure that may pass by itself (timeouts, refused connections, 5xx); callers
-    retry on their own schedule (the next probe, the reconciler's backoff)."""
+    """A failure that may pass by itself (timeouts, refused connections, 5xx, throttling).
+    `retry_after_s`: the soonest a retry is worth it, when the failure says (a cloud that
+    throttled every attempt); None: the caller's own backoff decides (the loop kit's, the
+    reconciler's, the next probe)."""
+
+    def __init__(self, reason: str, retry_after_s: float | None = None) -> None:
+        super().__init__(reason)
+        self.retry_after_s = retry_after_s
+
+
+def retry_after_s(error: BaseException) -> float | None:
+    """How long `error` says to wait before a retry; None when it does not say."""
+    return error.retry_after_s if isinstance(error, TemporaryError) else None
 
 
 class PermanentError(ProviderError):

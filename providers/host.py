@@ -24,7 +24,7 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 from yarl import URL
 
-from providers.credentials import ClusterCredentials
+from providers.cluster_credentials import ClusterCredentials
 from providers.errors import (
     PermanentError,
     ProviderError,
@@ -33,7 +33,7 @@ from providers.errors import (
     for_exception,
 )
 from providers.kube import DEFAULT_TIMEOUT_S, build_client, json_answer, translate
-from providers.network import DEFAULT_MAX_BODY_BYTES, IPNetwork, denied_address
+from providers.network import DEFAULT_MAX_BODY_BYTES, IPNetwork, denied_address, fetch
 
 FIELD_MANAGER = "spacedock"
 APPLY = "application/apply-patch+yaml"
@@ -144,12 +144,57 @@ class Kube:
         """The object at `path`; None when it does not exist."""
         return await self._call("GET", path, absent=frozenset({404}))
 
-    async def items(self, path: str) -> list[dict[str, Any]]:
-        listed = await self._object("GET", path)
+    async def items(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+        query = None if label_selector is None else [("labelSelector", label_selector)]
+        listed = await self._object("GET", path, query=query)
         items = listed.get("items") or []
         if not isinstance(items, list):
             raise UnexpectedAnswer("a list without items")
         return [item for item in items if isinstance(item, dict)]
+
+    async def chunks(
+        self,
+        path: str,
+        *,
+        page_size: int,
+        max_items: int,
+        field_selector: str | None = None,
+        optional: bool = False,
+    ) -> tuple[list[dict[str, Any]], bool] | None:
+        """A list read in chunks of `page_size` (`limit` and `continue`), at most
+        `max_items` items: (items, whether more were left unread). None when `optional`
+        and the API is not served (404). A continue token the server expired (410) starts
+        the list over once, as clients do."""
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        restarted = False
+        while True:
+            query = [("limit", str(max(1, min(page_size, max_items - len(items)))))]
+            if field_selector:
+                query.append(("fieldSelector", field_selector))
+            if token:
+                query.append(("continue", token))
+            absent = frozenset({404}) if optional else frozenset()
+            try:
+                listed = await self._call("GET", path, query=query, absent=absent)
+            except ProviderError as expired:
+                if token is None or restarted or "410" not in expired.reason:
+                    raise
+                items, token, restarted = [], None, True
+                continue
+            if listed is None:
+                return None
+            chunk = listed.get("items") or []
+            if not isinstance(chunk, list):
+                raise UnexpectedAnswer("a list without items")
+            items += [item for item in chunk if isinstance(item, dict)]
+            token = (listed.get("metadata") or {}).get("continue") or None
+            if not token:
+                return items, False
+            if len(items) >= max_items:
+                return items, True
+            if not isinstance(token, str):
+                raise UnexpectedAnswer("a continue token that is not a string")
 
     async def delete(self, path: str) -> None:
         """Deletes the object; one that is already gone is fine."""
@@ -201,29 +246,34 @@ def node_allocatable(nodes: list[dict[str, Any]]) -> list[Mapping[str, Any]]:
     return found
 
 
-async def read_manifests(source: str, *, timeout_s: float = 30.0) -> str:
-    """The text of a manifest file path or an https URL (SPACEDOCK_FLUX_MANIFESTS)."""
+async def read_manifests(
+    source: str, *, deny: tuple[IPNetwork, ...] = (), timeout_s: float = 30.0
+) -> str:
+    """The text of a manifest file path or an https URL (SPACEDOCK_FLUX_MANIFESTS). A URL
+    is fetched through the outbound gate; GitHub's release downloads redirect, so up to 5
+    redirects are followed, each to https and each meeting the gate again."""
     if source.startswith("https://"):
         try:
-            async with (
-                aiohttp.ClientSession(
-                    timeout=aiohttp.ClientTimeout(total=timeout_s), trust_env=False
-                ) as session,
-                session.get(source, allow_redirects=True, max_redirects=5) as response,
-            ):
-                if response.status != 200:
-                    raise TemporaryError(
-                        f"HTTP {response.status} fetching the Flux manifests from "
-                        f"{urlsplit(source).netloc}"
-                    )
-                body = await response.content.read(MAX_MANIFEST_BYTES + 1)
-        except ProviderError:
-            raise
+            answer = await fetch(
+                deny,
+                "GET",
+                source,
+                max_body_bytes=MAX_MANIFEST_BYTES,
+                timeout_s=timeout_s,
+                follow_redirects=5,
+            )
+        except ProviderError as refused:
+            raise PermanentError(
+                f"the Flux manifests cannot be fetched from {urlsplit(source).netloc}: "
+                f"{refused.reason}"
+            ) from refused
         except (aiohttp.ClientError, OSError, TimeoutError) as failed:
             raise for_exception(failed, timeout_s) from failed
-        if len(body) > MAX_MANIFEST_BYTES:
-            raise PermanentError("the Flux manifests are larger than 16 MiB")
-        return body.decode("utf-8", errors="replace")
+        if answer.status != 200:
+            raise TemporaryError(
+                f"HTTP {answer.status} fetching the Flux manifests from {urlsplit(source).netloc}"
+            )
+        return answer.body.decode("utf-8", errors="replace")
     if "://" in source:
         raise PermanentError("SPACEDOCK_FLUX_MANIFESTS must be a file path or an https:// URL")
     try:

@@ -7,7 +7,7 @@ to a private temporary directory (0700, files 0600; in /dev/shm where there is
 one), read while the TLS context is built, and deleted before the client sends
 anything.
 
-The SDK's own aiohttp session is swapped for a `ClusterSession`: no proxy
+The SDK's own aiohttp session is swapped for an `OutboundSession`: no proxy
 lookups, no redirects, the deny-list resolver for every host (IP literals
 included), and a bound on every response body. Answers are read and decoded
 by us, inside the call's timeout: a body past a quarter MiB is decoded in a
@@ -38,7 +38,7 @@ from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api, V1Nam
 from kubernetes_asyncio.client.exceptions import ApiException
 from yarl import URL
 
-from providers.credentials import ClusterCredentials
+from providers.cluster_credentials import ClusterCredentials
 from providers.errors import (
     PermanentError,
     ProviderError,
@@ -48,8 +48,8 @@ from providers.errors import (
 )
 from providers.network import (
     DEFAULT_MAX_BODY_BYTES,
-    ClusterSession,
     IPNetwork,
+    OutboundSession,
     denied_address,
     private_files,
     server_message,
@@ -103,8 +103,8 @@ async def build_client(
         ) from unusable
     configuration.ssl_ca_cert = None
     await client.rest_client.pool_manager.close()  # it never sent a byte
-    # The SDK calls only `request` and `close` on it, which a ClusterSession has.
-    client.rest_client.pool_manager = ClusterSession(  # type: ignore[assignment]
+    # The SDK calls only `request` and `close` on it, which an OutboundSession has.
+    client.rest_client.pool_manager = OutboundSession(  # type: ignore[assignment]
         deny,
         max_body_bytes=max_body_bytes,
         ssl_context=tls,

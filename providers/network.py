@@ -1,22 +1,27 @@
-"""What every outbound connection to a cluster shares: the deny list, a resolver that
-enforces it, the one HTTP session kind every cluster call goes through, TLS contexts
+"""The outbound gate: what every connection the server makes on a tenant's say-so goes
+through (cluster calls and probes, cloud APIs and a service-account key's token
+endpoint, the OIDC issuer's discovery and keys, the Flux manifests), plus TLS contexts
 built from a credential, private scratch files, and the cleaning of cluster text.
 
-The deny list keeps probes and cluster calls from becoming a scanner of the
-server's own network: link-local ranges and the other cloud metadata addresses
-always, plus the operator's `SPACEDOCK_CLUSTER_DENY_CIDRS`. Loopback stays
-allowed, since kind and k3s live there. Addresses are checked in every spelling
-the system resolver accepts (and every IPv6 form that embeds an IPv4 address),
-host names after they resolve; registration checks with the same function.
+The deny list keeps those connections from making the server a scanner of its own
+network: link-local ranges and the other cloud metadata addresses always, the
+unspecified addresses (`0.0.0.0/8` and `::`, which reach this very host) always, plus
+the operator's `SPACEDOCK_CLUSTER_DENY_CIDRS`. Loopback stays allowed, since kind and
+k3s live there. Addresses are checked in every spelling the system resolver accepts
+(and every IPv6 form that embeds an IPv4 address), host names after they resolve;
+registration checks with the same function.
 
-A `ClusterSession` never follows a redirect, never uses a proxy, sends every
-host through the denying resolver (IP literals included) and refuses a response
-body beyond its limit: a cluster cannot steer a call elsewhere, nor make the
-server read without bound.
+An `OutboundSession` never follows a redirect, never uses a proxy (none from the
+environment either), refuses a URL with credentials in it, sends every host through
+the denying resolver (IP literals included) and refuses a response body beyond its
+limit: nobody can steer a call elsewhere, nor make the server read without bound.
+`fetch` is the one-call form of it, bounded in time too: the single entry point for any
+new kind of outbound URL (a chart or Git source).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import ipaddress
@@ -26,28 +31,33 @@ import socket
 import ssl
 import tempfile
 import unicodedata
-from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
-from providers.credentials import ClusterCredentials
+from providers.cluster_credentials import ClusterCredentials
 from providers.errors import PermanentError, UnexpectedAnswer
+from providers.kept import Kept
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 # Cloud metadata services live here; no API server address may point at them: link-local
 # (AWS, GCP, Azure, OpenStack at 169.254.169.254), AWS's IPv6 endpoint and Alibaba's.
+# The unspecified addresses are no destination, yet connecting to them reaches this host:
+# 0.0.0.0/8 ("this network", RFC 1122; Linux routes 0.0.0.0 to the local host) and `::`.
 ALWAYS_DENIED: tuple[IPNetwork, ...] = (
     ipaddress.ip_network("169.254.0.0/16"),
     ipaddress.ip_network("fe80::/10"),
     ipaddress.ip_network("fd00:ec2::254/128"),
     ipaddress.ip_network("100.100.100.200/32"),
+    ipaddress.ip_network("0.0.0.0/8"),
+    ipaddress.ip_network("::/128"),
 )
 # IPv6 prefixes whose last 32 bits are an IPv4 address that the packets reach: NAT64's
 # well-known prefix (RFC 6052) and IPv4-compatible addresses (RFC 4291, deprecated).
@@ -58,6 +68,8 @@ SERVER_MESSAGE_LIMIT = 200
 # What a cluster call may read unless told otherwise (SPACEDOCK_CLUSTER_MAX_BODY_BYTES).
 DEFAULT_MAX_BODY_BYTES = 4 * 2**20
 TLS_CONTEXTS_KEPT = 8192
+# A context no cluster used for this long (its space is gone, or its CA changed) is dropped.
+TLS_CONTEXT_IDLE_S = 3600.0
 # Key files go to memory-backed storage where the system has it: then they never reach a
 # disk at all, and creating and removing them costs 0.2 ms instead of 1.6 ms on ext4.
 SCRATCH_ROOT = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
@@ -106,9 +118,7 @@ def denied_address(host: str, deny: tuple[IPNetwork, ...]) -> str | None:
     for form in address_forms(address):
         for network in (*ALWAYS_DENIED, *deny):
             if form.version == network.version and form in network:
-                return (
-                    f"denied: the API server address {address} is in the denied network {network}"
-                )
+                return f"denied: the address {address} is in the denied network {network}"
     return None
 
 
@@ -176,7 +186,8 @@ def tls_context(
 
 
 class TlsContexts:
-    """One SSLContext per (CA, client certificate), least recently used dropped first.
+    """One SSLContext per (CA, client certificate), least recently used dropped first, and
+    none unused for TLS_CONTEXT_IDLE_S.
 
     Keys are digests, so the cache holds no key material besides what the
     contexts themselves carry."""
@@ -184,9 +195,8 @@ class TlsContexts:
     def __init__(
         self, kept: int = TLS_CONTEXTS_KEPT, kind: type[ssl.SSLContext] = ssl.SSLContext
     ) -> None:
-        self._kept = kept
         self._kind = kind
-        self._contexts: OrderedDict[bytes, ssl.SSLContext] = OrderedDict()
+        self._contexts: Kept[bytes, ssl.SSLContext] = Kept(kept, TLS_CONTEXT_IDLE_S)
 
     def for_credentials(self, credentials: ClusterCredentials) -> ssl.SSLContext:
         digest = hashlib.sha256()
@@ -199,13 +209,9 @@ class TlsContexts:
             digest.update(b"\0")
         key = digest.digest()
         context = self._contexts.get(key)
-        if context is not None:
-            self._contexts.move_to_end(key)
-            return context
-        context = tls_context(credentials, self._kind)
-        self._contexts[key] = context
-        if len(self._contexts) > self._kept:
-            self._contexts.popitem(last=False)
+        if context is None:
+            context = tls_context(credentials, self._kind)
+            self._contexts.put(key, context)
         return context
 
 
@@ -246,10 +252,10 @@ def _bounded_response(limit: int) -> type[BoundedResponse]:
     return type(f"BoundedResponse{limit}", (BoundedResponse,), {"limit": limit})
 
 
-class ClusterSession:
-    """The HTTP session every cluster call but the probe uses (kubernetes-asyncio's).
-    The probe reads its one small answer itself (providers/probe.py), with the same deny
-    list, body bound and no redirects.
+class OutboundSession:
+    """The HTTP session every outbound call but the probe uses (kubernetes-asyncio's for
+    cluster calls, `fetch` for the rest). The probe reads its one small answer itself
+    (providers/probe.py), with the same deny list, body bound and no redirects.
 
     It has only what those callers need (`request`, `close`), so nothing can reach
     the aiohttp session underneath and ask it to follow a redirect or use a proxy."""
@@ -273,7 +279,7 @@ class ClusterSession:
             # No proxy from the environment: a proxy would make the connection, with its
             # own resolver, and the deny list would never see where the call goes.
             trust_env=False,
-            cookie_jar=aiohttp.DummyCookieJar(),  # clusters never share cookies
+            cookie_jar=aiohttp.DummyCookieJar(),  # outbound calls never share cookies
             response_class=_bounded_response(max_body_bytes),
             read_bufsize=read_bufsize,
         )
@@ -283,13 +289,81 @@ class ClusterSession:
 
         A 3xx comes back as the answer; its Location is never contacted."""
         if options.get("proxy") is not None:
-            raise PermanentError("proxies are not used for cluster calls")
+            raise PermanentError("proxies are not used for outbound calls")
+        target = URL(url)
+        if target.scheme not in ("http", "https") or not target.host:
+            raise PermanentError("an outbound call needs an http:// or https:// URL with a host")
+        if target.user is not None or target.password is not None:
+            raise PermanentError("an outbound URL must not carry credentials (user@host)")
         options["allow_redirects"] = False
-        self._resolver.check_literal(URL(url).host)
-        return self._session.request(method, url, **options)
+        self._resolver.check_literal(target.host)
+        return self._session.request(method, target, **options)
 
     async def close(self) -> None:
         await self._session.close()
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """One outbound answer, read whole (within its bound)."""
+
+    status: int
+    headers: Mapping[str, str]  # case-insensitive
+    body: bytes
+
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+async def fetch(
+    deny: tuple[IPNetwork, ...],
+    method: str,
+    url: str,
+    *,
+    max_body_bytes: int,
+    timeout_s: float,
+    headers: Mapping[str, str] | None = None,
+    data: bytes | None = None,
+    follow_redirects: int = 0,
+    ssl_context: ssl.SSLContext | None = None,
+) -> Fetched:
+    """One outbound HTTP call through the gate, bounded in time (connect, TLS and the
+    whole answer within `timeout_s`) and size. A 3xx is the answer, unless the caller
+    allows `follow_redirects` hops (the operator's Flux manifests URL, which GitHub
+    redirects): each hop is a GET to an https URL that meets the gate again.
+
+    A refused address, URL or body is a ProviderError; a transport failure stays
+    aiohttp's (or TimeoutError), for the caller to name what it was doing. Without
+    `ssl_context`, TLS trusts the system's store as it was when aiohttp was imported."""
+    session = OutboundSession(deny, max_body_bytes=max_body_bytes, ssl_context=ssl_context)
+    try:
+        async with asyncio.timeout(timeout_s):
+            hops = 0
+            while True:
+                async with session.request(method, url, headers=headers, data=data) as response:
+                    body = await response.read()
+                    location = response.headers.get("Location")
+                    if (
+                        response.status not in REDIRECT_STATUSES
+                        or not location
+                        or hops == follow_redirects
+                    ):
+                        return Fetched(response.status, response.headers, body)
+                    url = _redirect_target(response.url, location)
+                hops += 1
+                if not url.startswith("https://") or method != "GET":
+                    raise PermanentError("only a GET redirected to an https:// URL is followed")
+    except BodyTooLarge:
+        raise PermanentError(f"the answer is larger than {max_body_bytes:,} bytes") from None
+    finally:
+        await session.close()
+
+
+def _redirect_target(base: URL, location: str) -> str:
+    try:
+        return str(base.join(URL(location)))
+    except ValueError:
+        raise PermanentError("a redirect to a malformed Location") from None
 
 
 # Characters that move the cursor, end a line or reorder text: a cluster must not be

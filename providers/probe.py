@@ -36,15 +36,13 @@ import json
 import socket
 import ssl
 import time
-from collections import Counter, OrderedDict
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 import httptools  # type: ignore[import-untyped]
 from yarl import URL
 
-from providers.credentials import ClusterCredentials
+from providers.cluster_credentials import ClusterCredentials
 from providers.errors import (
     PermanentError,
     ProviderError,
@@ -53,6 +51,7 @@ from providers.errors import (
     for_exception,
     for_status,
 )
+from providers.kept import Kept
 from providers.network import (
     BodyTooLarge,
     DenyingResolver,
@@ -63,19 +62,23 @@ from providers.network import (
     literal_address,
     server_message,
 )
+from providers.tls_sessions import TLS_SESSIONS_KEPT, ResumingContext, TlsSessions, probe_handshake
 
 # A /version answer is a few hundred bytes; anything much larger is not an API server.
 MAX_BODY_BYTES = 64 * 1024
+
+
 # The status line and headers of an API server's answer fit in a few hundred bytes; more
 # (endless headers, huge chunk extensions) is read no further.
 MAX_HEAD_BYTES = 16 * 1024
+
+
 # gitVersion is short ("v1.31.2-eks-1234abc"); a longer one is cut, as it lands in event reasons.
 MAX_VERSION = 64
+
+
 # How long a host name's resolved (and checked) addresses are reused.
 RESOLUTION_TTL_S = 30
-# Servers whose last TLS session is kept (a session is a few hundred bytes and keeps its
-# context alive: as many as the TLS contexts cached).
-TLS_SESSIONS_KEPT = 8192
 
 
 @dataclass(frozen=True)
@@ -92,93 +95,6 @@ class Prober(Protocol):
     async def probe(self, credentials: ClusterCredentials) -> ProbeOutcome: ...
 
     async def close(self) -> None: ...
-
-
-@dataclass
-class Handshake:
-    """The TLS handshake a probe is about to make: the session it may offer, and the TLS
-    object that made it (to read whether it resumed, and the session it got)."""
-
-    offer: ssl.SSLSession | None
-    ssl_object: ssl.SSLObject | None = None
-
-
-# The event loop wraps the connection in the probe's own task (asyncio and uvloop alike),
-# so the context finds the probe's handshake here.
-_handshake: ContextVar[Handshake | None] = ContextVar("spacedock_probe_handshake", default=None)
-
-
-class ResumingContext(ssl.SSLContext):
-    """A cluster's TLS context that offers the session the probe's Handshake carries."""
-
-    def wrap_bio(
-        self,
-        incoming: ssl.MemoryBIO,
-        outgoing: ssl.MemoryBIO,
-        server_side: bool = False,
-        server_hostname: str | bytes | None = None,
-        session: ssl.SSLSession | None = None,
-    ) -> ssl.SSLObject:
-        handshake = _handshake.get()
-        if handshake is not None and session is None:
-            session = handshake.offer
-        ssl_object = super().wrap_bio(incoming, outgoing, server_side, server_hostname, session)
-        if handshake is not None:
-            handshake.ssl_object = ssl_object
-        return ssl_object
-
-
-class TlsSessions:
-    """The last TLS session per server, with the context whose verification it passed;
-    least recently used dropped first."""
-
-    def __init__(self, kept: int = TLS_SESSIONS_KEPT) -> None:
-        self._kept = kept
-        self._sessions: OrderedDict[tuple[str, int], tuple[ssl.SSLContext, ssl.SSLSession]] = (
-            OrderedDict()
-        )
-        self.handshakes: Counter[str] = Counter()  # "resumed" and "full", after successes
-
-    def __len__(self) -> int:
-        return len(self._sessions)
-
-    def offer(self, server: tuple[str, int], context: ssl.SSLContext) -> Handshake:
-        kept = self._sessions.get(server)
-        if kept is None:
-            return Handshake(None)
-        verified_by, session = kept
-        if verified_by is not context:  # what verification trusts has changed
-            del self._sessions[server]
-            return Handshake(None)
-        self._sessions.move_to_end(server)
-        return Handshake(session)
-
-    def succeeded(
-        self, server: tuple[str, int], context: ssl.SSLContext, handshake: Handshake
-    ) -> None:
-        if handshake.ssl_object is None:
-            return
-        resumed = handshake.ssl_object.session_reused
-        self.handshakes["resumed" if resumed else "full"] += 1
-        if resumed and handshake.offer is not None:
-            # The offered session resumed, so its ticket still works: keep it. Reading the
-            # new one would cost about a tenth of a millisecond, as much again as offering
-            # it (Python's ssl copies a session through DER, peer certificate included).
-            # A ticket the server stops taking (expired, keys rotated) gives a full
-            # handshake, whose session is kept then.
-            session: ssl.SSLSession | None = handshake.offer
-        else:
-            session = handshake.ssl_object.session
-        if session is None:
-            self._sessions.pop(server, None)
-            return
-        self._sessions[server] = (context, session)
-        self._sessions.move_to_end(server)
-        if len(self._sessions) > self._kept:
-            self._sessions.popitem(last=False)
-
-    def failed(self, server: tuple[str, int]) -> None:
-        self._sessions.pop(server, None)
 
 
 def _git_version(body: bytes) -> str | None:
@@ -261,7 +177,8 @@ class VersionAnswer(asyncio.Protocol):
         raise why
 
     def on_message_complete(self) -> None:
-        self.answered.set_result((self._parser.get_status_code(), b"".join(self._body)))
+        if not self.answered.done():
+            self.answered.set_result((self._parser.get_status_code(), b"".join(self._body)))
 
     def _fail(self, error: BaseException) -> None:
         if not self.answered.done():
@@ -271,13 +188,17 @@ class VersionAnswer(asyncio.Protocol):
 class ResolvedAddresses:
     """The addresses a probe may connect to, checked against the deny list (a host name's
     after it resolves, an IP literal's as written) and reused for a while: the probe
-    connects to exactly the addresses that passed."""
+    connects to exactly the addresses that passed. An answer is not kept past its TTL, nor
+    more of them than servers' TLS sessions."""
 
     def __init__(self, deny: tuple[IPNetwork, ...], ttl_s: float = RESOLUTION_TTL_S) -> None:
         self._deny = deny
         self._resolver: DenyingResolver | None = None  # made on the loop that resolves
         self._ttl_s = ttl_s
-        self._answers: OrderedDict[tuple[str, int], tuple[float, list[str]]] = OrderedDict()
+        # (until when, addresses) per (host, port); one per server, as its TLS session.
+        self._answers: Kept[tuple[str, int], tuple[float, list[str]]] = Kept(
+            TLS_SESSIONS_KEPT, ttl_s
+        )
 
     async def of(self, host: str, port: int) -> list[str]:
         key = (host, port)
@@ -286,10 +207,7 @@ class ResolvedAddresses:
         if kept is not None and kept[0] > now:
             return kept[1]
         addresses = await self._checked(host, port)
-        self._answers[key] = (now + self._ttl_s, addresses)
-        self._answers.move_to_end(key)
-        if len(self._answers) > TLS_SESSIONS_KEPT:  # one per server, as its TLS session
-            self._answers.popitem(last=False)
+        self._answers.put(key, (now + self._ttl_s, addresses))
         return addresses
 
     async def _checked(self, host: str, port: int) -> list[str]:
@@ -339,7 +257,7 @@ class VersionProber:
         request = _request(url, credentials.token)
         server = (host, port)
         handshake = self.sessions.offer(server, context)
-        offered = _handshake.set(handshake)
+        offered = probe_handshake.set(handshake)
         try:
             async with asyncio.timeout(self.timeout_s):
                 status, body = await self._get(host, port, context, request)
@@ -354,7 +272,7 @@ class VersionProber:
             self.sessions.failed(server)
             raise
         finally:
-            _handshake.reset(offered)
+            probe_handshake.reset(offered)
         self.sessions.succeeded(server, context, handshake)
         return version
 
@@ -369,22 +287,33 @@ class VersionProber:
         for address in addresses:
             answered: asyncio.Future[tuple[int, bytes]] = loop.create_future()
             try:
-                transport, _ = await loop.create_connection(
-                    functools.partial(VersionAnswer, request, answered),
-                    address,
-                    port,
-                    ssl=context,
-                    server_hostname=host,
-                )
-            except ssl.SSLError:  # the server answered, with the wrong certificate: no retry
-                raise
-            except OSError as unreachable:  # refused, unreachable: the next address
-                failure = unreachable
-                continue
-            try:
-                return await answered
+                try:
+                    transport, _ = await loop.create_connection(
+                        functools.partial(VersionAnswer, request, answered),
+                        address,
+                        port,
+                        ssl=context,
+                        server_hostname=host,
+                        # Not uvloop's 60 s: its timer holds a given-up handshake's TLS
+                        # protocol, with its 256 KiB read buffer, alive until it fires (then
+                        # a cycle with its closed transport keeps it for the collector).
+                        ssl_handshake_timeout=self.timeout_s,
+                    )
+                except ssl.SSLError:  # the server answered, with the wrong certificate: no retry
+                    raise
+                except OSError as unreachable:  # refused, unreachable: the next address
+                    failure = unreachable
+                    continue
+                try:
+                    return await answered
+                finally:
+                    transport.abort()  # no close_notify round: the answer is all we wanted
             finally:
-                transport.abort()  # no close_notify round: the answer is all we wanted
+                # A probe given up (its timeout, mid-connect or mid-answer) leaves the future
+                # unawaited: cancelled, the close that follows cannot set an exception that
+                # nobody retrieves (issue 19).
+                if not answered.done():
+                    answered.cancel()
         assert failure is not None, "a resolved host has at least one address"
         raise failure
 

@@ -1,1 +1,2 @@
-"""The GraphQL schema: Strawberry types, inputs and payloads; field bodies stay thin."""
+"""The GraphQL schema: Strawberry types, inputs and payloads, a package per domain whose
+Query, Mutation and Subscription parts roots.py merges; field bodies stay thin."""

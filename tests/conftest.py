@@ -13,7 +13,7 @@ import pytest
 
 from tests.support import clouds as cloud_standins
 from tests.support.graphql import GraphQL
-from tests.support.server import Backend, Server, mint_token
+from tests.support.server import STARTED, Backend, Server, mint_token
 
 POSTGRES_URL = os.environ.get("SPACEDOCK_TEST_DATABASE_URL")
 BACKENDS = ["sqlite", *(["postgres"] if POSTGRES_URL else [])]
@@ -44,6 +44,21 @@ def empty_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ba
     made.dispose(POSTGRES_URL)
 
 
+@pytest.fixture(autouse=True)
+def nothing_left_unawaited() -> Iterator[None]:
+    """Fails a test during which a server logged a task or future that failed or was
+    dropped with nobody awaiting it (issue 19): every task has an owner that awaits it."""
+    logged = {id(started): started.log_size() for started in STARTED}
+    yield
+    found = [
+        line
+        for started in STARTED
+        for line in started.unawaited_failures(logged.get(id(started), 0))
+    ]
+    if found:
+        pytest.fail("a server logged unawaited work:\n" + "\n".join(found[:10]))
+
+
 @pytest.fixture(scope="session")
 def clouds() -> Iterator[cloud_standins.Clouds]:
     """moto, the GCP stand-in and a Kubernetes stand-in for every cloud cluster, for the
@@ -53,6 +68,14 @@ def clouds() -> Iterator[cloud_standins.Clouds]:
     yield running
     cloud_standins.activate(None)
     running.stop()
+
+
+def stop_checked(running: Server) -> None:
+    """Stops a server; what it logs while shutting down is checked as during a test."""
+    logged = running.log_size()
+    running.stop()
+    if found := running.unawaited_failures(logged):
+        pytest.fail("the server logged unawaited work at shutdown:\n" + "\n".join(found[:10]))
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +95,19 @@ def server(
     env = {**clouds.env, **server_env}
     running = Server(backend=backend, log_path=log_path, env=env).start()
     yield running
-    running.stop()
+    stop_checked(running)
+
+
+@pytest.fixture(scope="module")
+def replica(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A second server process on the module server's database and key: another replica
+    (Postgres only; a module on SQLite skips what needs one)."""
+    if server.backend.name != "postgres":
+        pytest.skip("replicas share a database on Postgres; SQLite serves one process")
+    log_path = Path(tmp_path_factory.mktemp("replica")) / "server.log"
+    running = Server(backend=server.backend, log_path=log_path, env=dict(server.env)).start()
+    yield running
+    stop_checked(running)
 
 
 @dataclass

@@ -173,6 +173,23 @@ async def test_orgs_never_see_or_touch_each_others_tokens_and_roles(
     assert (await tokens_of(org.admin))[token["id"]]["revokedAt"] is None
 
 
+async def test_a_token_manager_mints_only_tokens_within_its_own_role(org: Org) -> None:
+    """Issue 18: a role holding only token:manage minted an ADMIN token."""
+    role = await create_role(org.admin, "token:manage", "space:view")
+    _, manager = await create_token(org.admin, role["id"])
+    for wider in ("ADMIN", "EDITOR", "VIEWER"):
+        payload = await manager.mutate(CREATE_TOKEN, {"input": {"name": "up", "role": wider}})
+        assert payload["token"] is None
+        [error] = payload["userErrors"]
+        assert (error["field"], error["code"]) == (["input", "role"], "FORBIDDEN")
+        assert "namespace:view" in error["message"], "the refusal names what the caller lacks"
+    assert {t["name"] for t in (await tokens_of(org.admin)).values()}.isdisjoint({"up"})
+
+    token, minted = await create_token(manager, role["id"])
+    assert token["role"]["id"] == role["id"]
+    assert set((await minted.data(WHO))["viewer"]["permissions"]) == {"token:manage", "space:view"}
+
+
 # -- roles ----------------------------------------------------------------------------
 
 
@@ -248,6 +265,46 @@ async def test_a_custom_role_grants_exactly_its_policies_and_follows_updates(
     )
     held = await caller.mutate(hold, {"input": {"id": space["id"], "status": "INACTIVE"}})
     assert held["userErrors"] == [], "the new policies hold at once"
+
+
+async def test_a_role_manager_cannot_widen_any_role_its_own_included(org: Org) -> None:
+    """Issue 18: a role holding only role:manage added token:manage, audit:view,
+    cloudaccount:delete and space:delete to itself with updateRole."""
+    role = await create_role(org.admin, "role:manage")
+    _, manager = await create_token(org.admin, role["id"])
+    for added in ("token:manage", "audit:view", "cloudaccount:delete", "space:delete"):
+        payload = await manager.mutate(
+            UPDATE_ROLE, {"input": {"id": role["id"], "policies": ["role:manage", added]}}
+        )
+        [error] = payload["userErrors"]
+        assert (error["field"], error["code"]) == (["input", "policies"], "FORBIDDEN")
+        assert added in error["message"]
+        made = await manager.mutate(
+            CREATE_ROLE, {"input": {"name": make.unique("wide"), "policies": [added]}}
+        )
+        assert make.error_fields(made) == {(("input", "policies"), "FORBIDDEN")}
+    assert (await manager.data(WHO))["viewer"]["permissions"] == ["role:manage"]
+
+    # A role above the manager is out of its reach, even to lower it; the admin is not.
+    above = await create_role(org.admin, "role:manage", "audit:view")
+    lowered = await manager.mutate(
+        UPDATE_ROLE, {"input": {"id": above["id"], "policies": ["role:manage"]}}
+    )
+    assert make.error_fields(lowered) == {(("input", "id"), "FORBIDDEN")}
+    deleted = await manager.mutate(DELETE_ROLE, {"id": above["id"]})
+    assert make.error_fields(deleted) == {(("input", "id"), "FORBIDDEN")}
+    listed = {r["id"]: r for r in (await org.admin.data(ROLES))["roles"]}
+    assert listed[above["id"]]["policies"] == ["role:manage", "audit:view"]
+    make.succeeded(await org.admin.mutate(DELETE_ROLE, {"id": above["id"]}))
+
+
+async def test_a_token_manager_cannot_revoke_a_token_above_its_own_role(org: Org) -> None:
+    role = await create_role(org.admin, "token:manage")
+    _, manager = await create_token(org.admin, role["id"])
+    admin_token, _ = await create_token(org.admin, "ADMIN")
+    payload = await manager.mutate(REVOKE_TOKEN, {"id": admin_token["id"]})
+    assert make.error_fields(payload) == {(("input", "id"), "FORBIDDEN")}
+    assert (await tokens_of(org.admin))[admin_token["id"]]["revokedAt"] is None
 
 
 async def test_a_role_in_use_cannot_be_deleted_until_its_tokens_are_revoked(org: Org) -> None:
@@ -369,7 +426,7 @@ def test_every_nested_field_that_reads_an_object_declares_its_view_policy() -> N
     from graphql import GraphQLObjectType, get_named_type
 
     from schema.build import schema
-    from schema.policies import Needs
+    from schema.engine.policies import Needs
 
     guarded = {
         "Space",
@@ -401,3 +458,17 @@ def test_every_nested_field_that_reads_an_object_declares_its_view_policy() -> N
             if not any(isinstance(e, Needs) for e in getattr(definition, "extensions", [])):
                 unguarded.append(f"{name}.{field_name}")
     assert unguarded == [], f"fields without a view policy: {unguarded}"
+
+
+async def test_a_jwt_where_sso_is_not_configured_is_told_so(server: Server) -> None:
+    """Without SPACEDOCK_OIDC_ISSUER a JWT cannot be right; the refusal says that rather
+    than "Unknown API token"."""
+    jwt_shaped = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJib2IifQ.c2lnbmF0dXJl"
+    status, body = await GraphQL(server.url, server.ws_url, jwt_shaped).post(WHO)
+    assert status == 401
+    [error] = body["errors"]
+    assert error["extensions"]["code"] == "UNAUTHENTICATED"
+    assert error["message"] == (
+        "This looks like a JWT, but SSO is not configured here (SPACEDOCK_OIDC_ISSUER): "
+        "send an API token (sdk_…)."
+    )

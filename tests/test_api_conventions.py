@@ -22,7 +22,7 @@ from graphql.language import Lexer, TokenKind
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from core.secrets import SecretBox
+from core.common.secrets import SecretBox
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.server import Server

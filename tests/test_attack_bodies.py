@@ -176,3 +176,99 @@ async def test_other_methods_get_a_json_answer(server: Server, org: Org, method:
     )
     assert (answer.status, answer.content_type) == (405, "application/json")
     assert answer.codes == ["BAD_REQUEST"]
+
+
+# -- issue 18: one reading of every request ---------------------------------------------------
+
+CREATE_ROLE = 'mutation { createRole(input: {name: "dup", policies: []}) { role { id } } }'
+ROLE_COUNT = "{ roles { name } }"
+
+
+async def role_count(org: Org) -> int:
+    return len((await org.admin.data(ROLE_COUNT))["roles"])
+
+
+async def test_a_key_given_twice_is_refused_and_nothing_runs(server: Server, org: Org) -> None:
+    """The last `query` used to win: a harmless read first, a mutation second, and the
+    mutation ran."""
+    before = await role_count(org)
+    twice = (
+        f'{{"query": {json.dumps(VIEWER)}, "query": {json.dumps(CREATE_ROLE)}}}',
+        f'{{"query": {json.dumps(CREATE_ROLE)}, "variables": {{"a": 1, "a": 2}}}}',
+        '{"query": "{ viewer { role } }", "variables": {"v": {"x": {"k": 1, "k": 1}}}}',
+    )
+    for body in twice:
+        answer = await send(server, body, token=org.tokens["admin"])
+        assert (answer.status, answer.codes) == (400, ["BAD_REQUEST"]), answer
+        assert "appears twice" in answer.body["errors"][0]["message"]
+    assert await role_count(org) == before
+
+
+async def test_a_get_parameter_given_twice_is_refused(server: Server, org: Org) -> None:
+    """The second `query` of a GET used to run."""
+    token = org.tokens["admin"]
+    for repeated in ("query", "variables", "operationName"):
+        query = f"query={VIEWER}&query={VIEWER}" if repeated == "query" else f"query={VIEWER}"
+        if repeated != "query":
+            query += f"&{repeated}=&{repeated}="
+        answer = await send(server, method="GET", content_type=None, token=token, url_query=query)
+        assert (answer.status, answer.codes) == (400, ["BAD_REQUEST"]), (repeated, answer)
+        assert f"`{repeated}`" in answer.body["errors"][0]["message"]
+    once = await send(
+        server, method="GET", content_type=None, token=token, url_query=f"query={VIEWER}"
+    )
+    assert once.body == {"data": {"viewer": {"role": "ADMIN"}}}
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32", "utf-8-sig"])
+async def test_only_utf_8_bodies_are_read(server: Server, org: Org, encoding: str) -> None:
+    """UTF-16 bodies used to be accepted (json.loads guesses the encoding of bytes)."""
+    body = json.dumps({"query": VIEWER}).encode(encoding)
+    answer = await send(server, body, token=org.tokens["viewer"])
+    assert (answer.status, answer.codes) == (400, ["BAD_REQUEST"]), answer
+
+
+async def test_a_charset_other_than_utf_8_is_refused(server: Server, org: Org) -> None:
+    body = json.dumps({"query": VIEWER})
+    for charset, status in (("utf-16", 415), ("latin-1", 415), ("UTF-8", 200), ("utf-8", 200)):
+        content_type = f"application/json; charset={charset}"
+        answer = await send(server, body, token=org.tokens["viewer"], content_type=content_type)
+        assert answer.status == status, (charset, answer)
+
+
+@pytest.mark.parametrize(
+    "number", ["1" + "0" * 19, "-" + "9" * 20, "9" * 5000, "1e400", "-1e400"], ids=str.__len__
+)
+async def test_numbers_past_64_bits_or_a_float_are_refused_before_conversion(
+    server: Server, org: Org, number: str
+) -> None:
+    body = '{"query": "query($n: Int) { spaces(first: $n) { totalCount } }", "variables": '
+    answer = await send(server, body + f'{{"n": {number}}}}}', token=org.tokens["viewer"])
+    assert (answer.status, answer.codes) == (400, ["BAD_REQUEST"]), answer
+
+
+async def test_a_request_of_too_many_values_is_refused_before_graphql_sees_it(
+    server: Server, org: Org
+) -> None:
+    """100,000 ids held the event loop 0.1 s while graphql-core coerced them one by one."""
+    query = "query($ids: [ID!]!) { nodes(ids: $ids) { id } }"
+    many = await send(
+        server,
+        json_body={"query": query, "variables": {"ids": ["a"] * 2_001}},
+        token=org.tokens["viewer"],
+    )
+    assert (many.status, many.codes) == (400, ["BAD_REQUEST"]), many
+    assert "2000 JSON values" in many.body["errors"][0]["message"]
+    unused = await send(
+        server,
+        json_body={"query": VIEWER, "variables": {"v": [[0] * 100] * 21}},
+        token=org.tokens["viewer"],
+    )
+    assert (unused.status, unused.codes) == (400, ["BAD_REQUEST"]), unused
+    # The most an operation takes is answered as before.
+    hundred = await send(
+        server,
+        json_body={"query": query, "variables": {"ids": ["a"] * 100}},
+        token=org.tokens["viewer"],
+    )
+    assert hundred.body == {"data": {"nodes": [None] * 100}}

@@ -99,3 +99,13 @@ async def test_a_flood_of_bad_frames_leaves_others_served(server: Server, org: O
         "type": "next",
         "payload": {"data": {"viewer": {"role": "VIEWER"}}},
     }
+
+
+async def test_a_frame_with_a_key_given_twice_closes_4400(server: Server, org: Org) -> None:
+    """Issue 18: the last of two `query` keys used to run, over WebSocket as over HTTP."""
+    frame = (
+        '{"id": "1", "type": "subscribe", "payload": {"query": "subscription { spaceStatusChanged '
+        '{ status } }", "query": "{ viewer { role } }"}}'
+    )
+    talk = await converse(server, [frame], org.tokens["viewer"])
+    assert talk.close_code == 4400, talk

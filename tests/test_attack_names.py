@@ -16,8 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import clouds, ids, names
-from core.auth import BEARER
+from core.access.auth import BEARER
+from core.common import ids, names
+from core.spaces import clouds
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.attack import converse

@@ -14,11 +14,12 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 import sqlalchemy as sa
 
 from tests.conftest import POSTGRES_URL
-from tests.support.attack import HANG, converse, send
+from tests.support.attack import HANG, Answer, converse, send
 from tests.support.server import Backend, Server, mint_token
 from tests.support.tcp_proxy import TcpProxy
 
@@ -103,3 +104,40 @@ async def test_an_outage_is_503_service_unavailable_then_service_resumes(
     assert "database reachable again" in log
     assert "Exception in ASGI application" not in log
     assert "unexpected error" not in log
+
+
+async def test_every_other_route_answers_an_outage_with_503_too(
+    outage_server: Server, proxy: TcpProxy, database: Backend
+) -> None:
+    """Issue 18, defect 6: the kubeconfig download answered 500 with a traceback."""
+    token = await mint_token(database.url, "outage", "admin")
+    unused = await mint_token(database.url, "outage", "admin")
+    route = f"{outage_server.base}/api/v1/cloudspaces/cs_{'0' * 30}/vclusters/dev/kubeconfig"
+    assert (await get(route, token)).status == 404  # the token is now held by the server
+    before = outage_server.log()
+    proxy.cut()
+    try:
+        for credential in (token, unused):  # the route's own read, then the token check
+            answer = await get(route, credential)
+            assert (answer.status, answer.content_type) == (503, "application/json"), answer
+            assert answer.codes == ["SERVICE_UNAVAILABLE"]
+        ready = await get(f"{outage_server.base}/readyz", None)
+        assert ready.status == 503
+    finally:
+        proxy.restore()
+    deadline = asyncio.get_running_loop().time() + HANG
+    while (await get(route, token)).status != 404:
+        assert asyncio.get_running_loop().time() < deadline, "service did not resume"
+        await asyncio.sleep(0.1)
+    during = outage_server.log()[len(before) :]
+    assert "Traceback" not in during, during
+    assert "Exception in ASGI application" not in during
+
+
+async def get(url: str, token: str | None) -> Answer:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HANG)) as session,
+        session.get(url, headers=headers) as reply,
+    ):
+        return Answer(reply.status, reply.content_type, await reply.text())

@@ -2,9 +2,11 @@
 
 A page served from another origin on 127.0.0.1 calls /graphql and subscribes over
 WebSocket when SPACEDOCK_CORS_ORIGINS lists its origin, in headless Chromium, and
-both fail from an origin not listed. Preflights, the REST routes and the WebSocket
-origin check are checked on the wire too, and so is every connection_init payload
-shape frontend libraries send, with the close reason of a refusal.
+both fail from an origin not listed, with a reason its developer reads: the refused
+preflight's header in the network panel, the WebSocket's close reason in the page.
+Preflights, the REST routes and the WebSocket origin check are checked on the wire too,
+and so is every connection_init payload shape frontend libraries send, with the close
+reason of a refusal.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.exceptions import ConnectionClosed
 
 from tests.conftest import Org
 from tests.support import factories as make
@@ -61,7 +63,7 @@ window.listen = (url, token) => {
     }
     if (data.type === "next") window.socket.event = data.payload.data.spaceStatusChanged;
   };
-  ws.onclose = (event) => { window.socket.closed = event.code; };
+  ws.onclose = (event) => { window.socket.closed = event.code; window.socket.reason = event.reason; };
 };
 </script></body></html>
 """
@@ -111,13 +113,31 @@ async def test_a_listed_origin_passes_the_preflight_and_reads(
         ) as response,
     ):
         assert response.headers["access-control-allow-origin"] == origin
+        # The page may read the request id an error report should quote.
+        exposed = response.headers["access-control-expose-headers"].lower().split(", ")
+        assert "x-request-id" in exposed
+        assert response.headers["x-request-id"]
         assert (await response.json())["data"] == {"viewer": {"role": "VIEWER"}}
 
 
-async def test_an_origin_not_listed_gets_no_cors_headers(server: Server, org: Org) -> None:
+async def test_an_origin_not_listed_gets_no_cors_headers_but_a_reason(
+    server: Server, org: Org
+) -> None:
     status, headers = await preflight(server, "/graphql", NOT_LISTED)
-    assert status >= 400
+    assert status == 403
     assert "access-control-allow-origin" not in headers
+    reason = f"Origin {NOT_LISTED} is not in SPACEDOCK_CORS_ORIGINS; list it there"
+    assert headers["x-spacedock-refused"].startswith(reason)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.options(
+            server.url,
+            headers={"Origin": NOT_LISTED, "Access-Control-Request-Method": "POST"},
+        ) as refused,
+    ):
+        [error] = (await refused.json())["errors"]
+        assert error["extensions"]["code"] == "FORBIDDEN"
+        assert error["message"] == headers["x-spacedock-refused"]
     async with (
         aiohttp.ClientSession() as session,
         session.post(
@@ -127,6 +147,27 @@ async def test_an_origin_not_listed_gets_no_cors_headers(server: Server, org: Or
         ) as response,
     ):
         assert "access-control-allow-origin" not in response.headers
+        assert response.headers["x-spacedock-refused"].startswith(reason)
+
+
+async def test_the_servers_own_pages_and_clients_without_an_origin_are_not_cross_origin(
+    server: Server, org: Org
+) -> None:
+    """GraphiQL (served here) sends its own origin; a script sends none: neither is refused."""
+    own = server.base
+    for headers in ({"Origin": own}, {}):
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                server.url,
+                json={"query": "{ viewer { role } }"},
+                headers={**headers, **org.viewer.headers},
+            ) as response,
+        ):
+            assert "x-spacedock-refused" not in response.headers
+            assert (await response.json())["data"] == {"viewer": {"role": "VIEWER"}}
+    answer = await websocket_init(server, org.viewer.headers, origin=own)
+    assert isinstance(answer, dict) and answer["type"] == "connection_ack"
 
 
 async def test_the_rest_routes_answer_browsers_too(server: Server) -> None:
@@ -154,8 +195,8 @@ async def websocket_init(
         message: dict[str, Any] = {"type": "connection_init"}
         if payload is not None:
             message["payload"] = payload
-        await socket.send(json.dumps(message))
-        try:
+        try:  # a refused origin is closed at once: maybe before the init is sent
+            await socket.send(json.dumps(message))
             answer: dict[str, Any] = json.loads(await asyncio.wait_for(socket.recv(), 10))
         except ConnectionClosed as closed:
             assert closed.rcvd is not None
@@ -212,10 +253,14 @@ async def test_a_websocket_from_a_listed_origin_is_accepted(server: Server, org:
     assert isinstance(answer, dict) and answer["type"] == "connection_ack"
 
 
-async def test_a_websocket_from_an_origin_not_listed_is_refused(server: Server, org: Org) -> None:
-    with pytest.raises(InvalidStatus) as refused:
-        await websocket_init(server, org.viewer.headers, origin=NOT_LISTED)
-    assert refused.value.response.status_code == 403
+async def test_a_websocket_from_an_origin_not_listed_is_closed_with_the_reason(
+    server: Server, org: Org
+) -> None:
+    answer = await websocket_init(server, org.viewer.headers, origin=NOT_LISTED)
+    assert answer == (4403, f"Origin {NOT_LISTED} is not in SPACEDOCK_CORS_ORIGINS")
+    long_origin = "http://" + "x" * 300 + ".example"
+    code, reason = await websocket_init(server, org.viewer.headers, origin=long_origin)
+    assert code == 4403 and len(reason.encode()) <= 123 and "SPACEDOCK_CORS_ORIGINS" in reason
 
 
 # -- a real browser -------------------------------------------------------------------------
@@ -268,6 +313,16 @@ async def test_a_page_on_a_listed_origin_queries_and_subscribes(
         token = json.dumps(org.tokens["viewer"])
         answer = await browser.evaluate(f"window.query({json.dumps(server.url)}, {token})")
         assert answer == {"status": 200, "body": {"data": {"viewer": {"role": "VIEWER"}}}}
+        # A refused credential: the page reads the 401 and its reason in GraphQL's shape.
+        refused = await browser.evaluate(f"window.query({json.dumps(server.url)}, 'sdk_gone')")
+        assert refused == {
+            "status": 401,
+            "body": {
+                "errors": [
+                    {"message": "Unknown API token.", "extensions": {"code": "UNAUTHENTICATED"}}
+                ]
+            },
+        }
 
         await browser.evaluate(f"window.listen({json.dumps(server.ws_url)}, {token})")
         await browser.wait_for("window.socket.acked || window.socket.closed")
@@ -289,17 +344,35 @@ async def test_a_page_on_a_listed_origin_queries_and_subscribes(
         await runner.cleanup()
 
 
-async def test_a_page_on_an_origin_not_listed_can_neither_query_nor_subscribe(
+async def test_a_page_on_an_origin_not_listed_can_neither_query_nor_subscribe_and_is_told_why(
     server: Server, org: Org, browser: Chromium
 ) -> None:
-    runner = await open_dashboard(browser, HeldPort())
+    """What the browser's developer reads: the refused preflight's status and reason in
+    the network panel (the page itself is told nothing, as CORS wants), and the
+    WebSocket's close code and reason, which the page's CloseEvent holds."""
+    port = HeldPort()
+    origin = f"http://127.0.0.1:{port.number}"
+    runner = await open_dashboard(browser, port)
     try:
         token = json.dumps(org.tokens["viewer"])
         answer = await browser.evaluate(f"window.query({json.dumps(server.url)}, {token})")
         assert "failed" in answer, answer
+        [preflight] = [r for r in browser.responses if r["type"] == "Preflight"]
+        assert preflight["status"] == 403
+        assert "access-control-allow-origin" not in preflight["headers"]
+        reason = preflight["headers"]["x-spacedock-refused"]
+        assert f"Origin {origin} is not in SPACEDOCK_CORS_ORIGINS" in reason
+        assert "http://localhost:5173 and http://127.0.0.1:5173 are two" in reason
+        [failed] = [f for f in browser.failures if f["type"] == "Fetch"]
+        assert failed["cors"] == "PreflightMissingAllowOriginHeader"
+
         await browser.evaluate(f"window.listen({json.dumps(server.ws_url)}, {token})")
         code = await browser.wait_for("window.socket.closed")
-        assert code == 1006, "the handshake itself was refused"
+        assert code == 4403
+        assert await browser.evaluate("window.socket.reason") == (
+            f"Origin {origin} is not in SPACEDOCK_CORS_ORIGINS"
+        )
         assert not await browser.evaluate("window.socket.acked || false")
+        assert not [frame for frame in browser.frames_sent if "subscribe" in frame]
     finally:
         await runner.cleanup()

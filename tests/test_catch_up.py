@@ -32,6 +32,10 @@ CHANGED = """
 subscription($ids: [ID!]) {
   spaceStatusChanged(spaceIds: $ids) { id spaceId status reasonCode }
 }"""
+RESUMED = """
+subscription($ids: [ID!], $after: String) {
+  spaceStatusChanged(spaceIds: $ids, after: $after) { id spaceId status reasonCode }
+}"""
 PROBED = """
 subscription($ids: [ID!]!) {
   spaceProbed(spaceIds: $ids) {
@@ -146,6 +150,39 @@ async def test_catch_up_after_a_dropped_subscription_has_no_gap_and_no_repeat(
     after_seen = everything[everything.index(seen["id"]) + 1 :]
     caught_up = [e["id"] for e in missed] + [e["id"] for e in streamed]
     assert sorted(caught_up) == after_seen, "every event after the last seen, once"
+
+
+async def test_resuming_with_after_sends_what_was_missed_then_live_events_each_once(
+    org: Org,
+) -> None:
+    ids = [(await make.register_generic_space(org.editor))["id"] for _ in range(2)]
+    seen = [e for e in await all_events(org, size=100) if e["spaceId"] in ids][-1]["id"]
+
+    async def flips(space_id: str, times: int) -> None:
+        for _ in range(times):
+            await make.set_space_status(org.editor, space_id, "INACTIVE")
+            await make.set_space_status(org.editor, space_id, "ACTIVE")
+
+    await flips(ids[0], 3)  # missed while away
+    racing = asyncio.create_task(flips(ids[1], 5))  # written while the resubscribe starts
+    async with subscription(org.viewer, RESUMED, {"ids": ids, "after": seen}) as received:
+        await racing
+        expected = [
+            e["id"] for e in await all_events(org, after=seen, size=100) if e["spaceId"] in ids
+        ]
+        assert len(expected) == 16
+        got = [(await next_item(received))["id"] for _ in expected]
+        assert len(set(got)) == len(got), "an event came twice"
+        assert sorted(got) == expected, "every event after the one seen"
+        # Nothing else is queued: the next frame is the next change.
+        await make.set_space_status(org.editor, ids[0], "INACTIVE")
+        latest = [e for e in await all_events(org, after=expected[-1], size=100)]
+        assert (await next_item(received))["id"] == latest[-1]["id"]
+
+    async with subscription(org.viewer, RESUMED, {"ids": ids, "after": "nonsense"}) as received:
+        refused = await asyncio.wait_for(received.get(), WAIT_S)
+    assert isinstance(refused, TransportQueryError)
+    assert [e["extensions"]["code"] for e in refused.errors or []] == ["BAD_USER_INPUT"]
 
 
 async def test_following_a_page_of_spaces_is_limited_to_100(org: Org, other_org: Org) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import getpass
 import os
+import secrets
 import sqlite3
 import stat
 import subprocess
@@ -12,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from core.secrets import SecretBox
+from core.common.secrets import SecretBox
 from tests.support.graphql import GraphQL
 from tests.support.server import REPO, Server
 
-# Every process on one database holds verified tokens as long (core/token_cache.py): the
+# Every process on one database holds verified tokens as long (core/common/token_cache.py): the
 # server and each command alike. Longer than the default, so that a revocation that did
 # not wait out the server's copy would be seen to work on.
 TOKEN_CACHE = {"SPACEDOCK_TOKEN_CACHE_TTL_S": "5"}
@@ -119,7 +121,7 @@ async def test_token_list_and_revoke_end_a_token_at_once(server: Server) -> None
 
 
 async def test_a_token_in_use_is_refused_once_the_revoke_command_returns(server: Server) -> None:
-    """The server holds a verified token in memory (core/token_cache.py) and it is in use
+    """The server holds a verified token in memory (core/common/token_cache.py) and it is in use
     while `spacedock token revoke` runs in another process: once the command returns, the
     server refuses it."""
     env = {"SPACEDOCK_DATABASE_URL": server.backend.url, "SPACEDOCK_SECRET_KEY": server.secret_key}
@@ -145,6 +147,53 @@ async def test_a_token_in_use_is_refused_once_the_revoke_command_returns(server:
     assert "revoked" in body["errors"][0]["message"]
 
 
+CLI_EVENTS = """
+{
+  auditEvents(first: 10, filter: { via: CLI }) {
+    nodes { action outcome actor actorKind via actorTokenId targetIds input requestId }
+  }
+}"""
+
+
+def token_ids(org: str, env: dict[str, str]) -> dict[str, str]:
+    """{name: id} of the org's tokens, as `token list` prints them."""
+    listed = spacedock("token", "list", "--org", org, env=env)
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split() for line in listed.stdout.splitlines()[1:]]
+    return {row[1]: row[0] for row in rows}
+
+
+async def test_token_create_and_revoke_are_audit_events_of_the_os_user(server: Server) -> None:
+    env = {"SPACEDOCK_DATABASE_URL": server.backend.url, "SPACEDOCK_SECRET_KEY": server.secret_key}
+    org = f"audited-{secrets.token_hex(3)}"
+    made = spacedock("token", "create", "--org", org, "--role", "admin", "--name", "ops", env=env)
+    assert made.returncode == 0, made.stderr
+    admin = GraphQL(server.url, server.ws_url, made.stdout.strip().splitlines()[-1])
+    args = ("--org", org, "--role", "viewer", "--name", "ci", "--expires-in-days", "7")
+    assert spacedock("token", "create", *args, env=env).returncode == 0
+    ids = token_ids(org, env)
+    assert spacedock("token", "revoke", "--org", org, ids["ci"], env=env).returncode == 0
+
+    events = (await admin.data(CLI_EVENTS))["auditEvents"]["nodes"]
+    assert [(e["action"], e["targetIds"], e["outcome"]) for e in events] == [
+        ("createApiToken", [ids["ops"]], "OK"),
+        ("createApiToken", [ids["ci"]], "OK"),
+        ("revokeApiToken", [ids["ci"]], "OK"),
+    ]
+    assert [e["input"] for e in events] == [
+        {"name": "ops", "role": "ADMIN", "expiresInDays": None},
+        {"name": "ci", "role": "VIEWER", "expiresInDays": 7},
+        {"id": ids["ci"]},
+    ]
+    for event in events:
+        assert event["actor"] == getpass.getuser()
+        assert (event["actorKind"], event["via"], event["actorTokenId"]) == ("OS_USER", "CLI", None)
+    # One id per command, each its own.
+    assert len({event["requestId"] for event in events}) == 3
+    api_only = await admin.data(CLI_EVENTS.replace("via: CLI", "via: API"))
+    assert api_only["auditEvents"]["nodes"] == []
+
+
 def test_without_a_secret_key_a_development_key_is_kept_beside_the_database(
     tmp_path: Path,
 ) -> None:
@@ -161,6 +210,7 @@ def test_without_a_secret_key_a_development_key_is_kept_beside_the_database(
     second = spacedock("token", "create", "--org", "dev", "--role", "viewer", env=env)
     assert second.returncode == 0
     assert key_file.read_text().strip() == key  # reused, so sealed credentials stay readable
+    assert "development mode" not in second.stderr  # said once, when the key was made
     assert key not in first.stdout + first.stderr + second.stdout + second.stderr
 
 

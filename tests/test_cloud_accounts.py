@@ -206,6 +206,33 @@ async def test_credentials_must_be_an_object(org: Org) -> None:
     assert error_fields(payload) == {(("input", "credentials"), "INVALID")}
 
 
+@pytest.mark.parametrize("provider", ["GCP", "AWS"])
+async def test_credentials_are_capped_in_object_form_like_strings(org: Org, provider: str) -> None:
+    """Issue 18: a key file as an object with 1,000 extra keys (about 100 KiB, inside the
+    request's 2,000-value limit) is refused by its size, as its string form is, before
+    anything works through it (nor asks the cloud, nor lists 1,000 unknown fields)."""
+    gcp = clouds.active().gcp
+    padding = {f"extra{i:05d}": f"value-{i:05d}-" + "x" * 80 for i in range(1_000)}
+    key_file = {**gcp.service_account("project-a"), **padding}
+    credentials = (
+        {"serviceAccountJson": key_file}
+        if provider == "GCP"
+        else {**credentials_for("AWS"), **padding}
+    )
+    before = await account_count(org)
+    payload = await create(org, provider, credentials)
+    assert payload["userErrors"] == [
+        {
+            "field": ["input", "credentials"],
+            "message": "credentials must be at most 64 KiB",
+            "code": "INVALID",
+        }
+    ]
+    as_text = await create(org, "GCP", {"serviceAccountJson": json.dumps(key_file)})
+    assert error_fields(as_text) == {(("input", "credentials", "serviceAccountJson"), "INVALID")}
+    assert await account_count(org) == before
+
+
 async def test_generic_takes_no_cloud_account(org: Org) -> None:
     payload = await create(org, "GENERIC", {})
     assert error_fields(payload) == {(("input", "provider"), "INVALID")}

@@ -27,7 +27,9 @@ PROVIDERS = list(REGIONS)
 CLUSTERS = """
 query($id: ID!, $region: String) {
   cloudAccount(id: $id) {
-    clusters(region: $region) { name region endpoint version accessGranted space { id name } }
+    clusters(region: $region) {
+      name region resourceGroup projectId endpoint version accessGranted space { id name }
+    }
   }
 }"""
 SPACE = """
@@ -164,6 +166,65 @@ async def test_account_to_active_space_and_back_through_revoke(
     back = await until(org.viewer, space["id"], active, "ACTIVE after the grant")
     assert back["lastProbe"]["ok"] is True
     assert clouds.tokens_seen[tokens_before:], "probes mint again after the grant"
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_what_discovery_shows_is_all_a_grant_and_a_registration_need(
+    org: Org, clouds: Clouds, provider: str
+) -> None:
+    """The README's path: the fields of a DiscoveredCluster, and nothing else, grant it and
+    register it; the project and the subscription come from the account."""
+    account = await make.create_cloud_account(org.admin, provider)
+    cluster = make.unique("cluster")
+    group = f"rg-{make.unique('g')}" if provider == "AZURE" else None
+    clouds.add_cluster(provider, cluster, REGIONS[provider], group)
+
+    found = (await discovered(org.viewer, account["id"], REGIONS[provider]))[cluster]
+    assert found["resourceGroup"] == group
+    assert found["projectId"] == (make.GCP_PROJECT if provider == "GCP" else None)
+    access = {"cloudAccountId": account["id"], "region": found["region"], "clusterName": cluster}
+    if found["resourceGroup"] is not None:
+        access["resourceGroup"] = found["resourceGroup"]
+    make.succeeded(await org.admin.mutate(make.GRANT_CLUSTER_ACCESS, {"input": access}))
+    config = {k: v for k, v in access.items() if k != "cloudAccountId"}
+    payload = await org.editor.mutate(
+        make.REGISTER_SPACE,
+        {
+            "input": {
+                "name": make.unique("space"),
+                "provider": provider,
+                "cloudAccountId": account["id"],
+                "config": config,
+            }
+        },
+    )
+    space = make.succeeded(payload)["space"]
+    stored = await org.viewer.data(
+        "query($id: ID!) { space(id: $id) { config { projectId subscriptionId resourceGroup } } }",
+        {"id": space["id"]},
+    )
+    assert stored["space"]["config"] == {
+        "projectId": make.GCP_PROJECT if provider == "GCP" else None,
+        "subscriptionId": make.AZURE_SUBSCRIPTION if provider == "AZURE" else None,
+        "resourceGroup": group,
+    }
+    await until(org.viewer, space["id"], active, "ACTIVE")
+
+    if provider != "AWS":  # another project or subscription than the account's is refused
+        field = "projectId" if provider == "GCP" else "subscriptionId"
+        other = "other-project" if provider == "GCP" else "00000000-0000-4000-8000-0000000000ff"
+        refused = await org.editor.mutate(
+            make.REGISTER_SPACE,
+            {
+                "input": {
+                    "name": make.unique("space"),
+                    "provider": provider,
+                    "cloudAccountId": account["id"],
+                    "config": {**config, field: other},
+                }
+            },
+        )
+        assert make.error_fields(refused) == {(("input", "config", field), "INVALID")}
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -12,26 +12,21 @@ from functools import partial
 
 import pytest
 
-from core.events import InProcessBus
-from core.health import HealthRule
-from core.namespaces import list_namespaces
-from core.rbac import Role, Viewer
-from core.secrets import SecretBox
-from core.services import Services
-from core.spaces import RegisterSpaceRequest, register
-from core.tokens import create_token
+from core.common.events import InProcessBus
+from core.common.rbac import Role, Viewer
+from core.common.secrets import SecretBox
+from core.common.services import Services
+from core.orgs.bootstrap import create_token
+from core.spaces.health import HealthRule
+from core.spaces.lifecycle import RegisterSpaceRequest, register
+from core.spaces.namespaces import list_namespaces
 from db import owned
 from db.engine import Database
 from db.tables import Space
-from providers.credentials import (
-    REFRESH_MARGIN,
-    ClusterCredentials,
-    ClusterTarget,
-    CredentialCache,
-    mint,
-)
-from resolvers import namespaces as namespace_resolvers
-from resolvers.context import Context
+from providers.cluster_credentials import REFRESH_MARGIN, ClusterCredentials, ClusterTarget
+from providers.credentials import CredentialCache, mint
+from resolvers.common.context import Context
+from resolvers.spaces import namespaces as namespace_resolvers
 from tests.support.factories import unique
 from tests.support.kube_standin import KubeStandIn
 from tests.support.pki import CertificateAuthority

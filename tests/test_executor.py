@@ -1,4 +1,4 @@
-"""The planned executor (schema.execution) answers exactly as graphql-core's own: the same
+"""The planned executor (schema.engine.execution) answers exactly as graphql-core's own: the same
 data, the same errors at the same paths, the same nulls, for plain fields read in place,
 for answers prepared ahead and for everything that still goes the resolver's way."""
 
@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import strawberry
 
-from schema.execution import Executor, assert_type_checks_ignore_info, prepared_key
+from schema.engine.execution import Executor
+from schema.engine.field_plans import assert_type_checks_ignore_info, prepared_key
 
 
 @strawberry.enum
@@ -79,6 +80,19 @@ def shelf(attribute: str | None) -> Shelf:
     )
 
 
+class UnreadableItem(Item):
+    """An item whose `maybe` raises on reading (not AttributeError): graphql-core nulls
+    that field with an error at its path, and the object stays."""
+
+    @property  # type: ignore[override]
+    def maybe(self) -> str | None:
+        raise RuntimeError("maybe cannot be read")
+
+    @maybe.setter
+    def maybe(self, value: str | None) -> None:
+        pass
+
+
 CALLS: list[str] = []  # the Box resolvers that ran
 
 
@@ -133,6 +147,10 @@ class Query:
         return shelf(attribute)
 
     @strawberry.field
+    def unreadable(self) -> list[Item]:
+        return [items()[0], UnreadableItem(**vars(items()[1]))]
+
+    @strawberry.field
     def missing(self) -> list[Item]:
         item = items()[0]
         del item.name  # an object without the attribute: graphql-core's error
@@ -152,6 +170,7 @@ QUERIES = [
     '{ broken(attribute: "color") { id color } }',
     '{ broken(attribute: "name") { id name } }',
     "{ missing { id name } }",
+    "{ unreadable { id maybe count } }",
     "{ shelf { items { id name color } loose { id } first { name } top { id } } }",
     '{ shelf(attribute: "must") { items { id must } } }',
     '{ shelf(attribute: "must") { loose { id must } } }',
@@ -179,6 +198,19 @@ async def test_a_null_in_a_non_null_field_still_errors_at_its_path() -> None:
     (error,) = result.errors or []
     assert error.path == ["broken", 1, "must"]
     assert "Cannot return null for non-nullable field Item.must" in error.message
+
+
+async def test_an_attribute_that_raises_nulls_that_field_not_its_object() -> None:
+    result = await planned.execute("{ unreadable { id maybe count } }")
+    assert result.data == {
+        "unreadable": [
+            {"id": "1", "maybe": None, "count": 1},
+            {"id": "2", "maybe": None, "count": 2},
+        ]
+    }
+    (error,) = result.errors or []
+    assert error.path == ["unreadable", 1, "maybe"]
+    assert error.message == "maybe cannot be read"
 
 
 async def test_enum_members_answer_their_names() -> None:

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from strawberry.types.execution import ExecutionResult
 
-from api.shared_subscriptions import FAN_OUT_CHUNK, GroupKey, SharedSubscriptions
-from core.rbac import Role, Viewer
+from api.shared_subscriptions import EVENT_UNITS, FAN_OUT_CHUNK, GroupKey, SharedSubscriptions
+from core.common.rbac import Role, Viewer
 from tests.conftest import Org
 from tests.support.factories import register_generic_space, set_space_status
 from tests.support.graphql import GraphQL
@@ -56,12 +56,12 @@ async def statements_for_one_event(server: Server, org: Org, lives: list[Live]) 
     """SQL statements from a hold until every subscriber has its event."""
     space = await register_generic_space(org.editor)
     for live in lives:
-        await live.next_for(space["id"])  # the registration
+        await live.next_of(space["id"])  # the registration
     await quiet(server)
     before = await statements(server)
     await set_space_status(org.editor, space["id"], "INACTIVE")
     for live in lives:
-        event = await live.next_for(space["id"])
+        event = await live.next_of(space["id"])
         assert (event["status"], event["space"]["held"]) == ("INACTIVE", True)
     return await statements(server) - before
 
@@ -137,9 +137,9 @@ async def test_subscribers_who_would_see_the_same_share_one_run_and_each_gets_it
             await set_space_status(org.editor, ours_space["id"], "INACTIVE")
             await set_space_status(other_org.editor, theirs_space["id"], "INACTIVE")
             for live in viewers + admins:
-                event = await live.next_for(ours_space["id"])
+                event = await live.next_of(ours_space["id"])
                 assert (event["status"], event["space"]["name"]) == ("INACTIVE", ours_space["name"])
-            event = await theirs[0].next_for(theirs_space["id"])
+            event = await theirs[0].next_of(theirs_space["id"])
             assert event["space"]["name"] == theirs_space["name"]
             for live in viewers + admins + theirs:
                 await live.assert_quiet()  # nothing of the other org came after
@@ -220,7 +220,7 @@ async def test_a_member_that_takes_nothing_is_closed_and_never_holds_up_the_rest
 
 async def test_a_large_fan_out_lets_other_work_run_between_chunks() -> None:
     # What keeps an unrelated query fast during a fan-out to thousands: the group yields
-    # to the event loop after every FAN_OUT_CHUNK members instead of sending to all at once.
+    # to the event loop after at most FAN_OUT_CHUNK members instead of sending to all at once.
     delivered: list[str] = []
     events: asyncio.Queue[ExecutionResult] = asyncio.Queue()
     listening, last_delivered = asyncio.Event(), asyncio.Event()
@@ -255,3 +255,43 @@ async def test_a_large_fan_out_lets_other_work_run_between_chunks() -> None:
     for task in attending:
         task.cancel()
     await asyncio.gather(*attending, return_exceptions=True)
+
+
+async def test_a_storm_backlog_lets_other_work_run_between_events() -> None:
+    """A group handed a storm's events at once (issue 19) goes through them in one pass,
+    but yields every few events: the probe loop and other clients still get their turns
+    while even a one-member group works through a backlog of 200."""
+    delivered: list[str] = []
+    events: asyncio.Queue[ExecutionResult] = asyncio.Queue()
+    listening, last_delivered = asyncio.Event(), asyncio.Event()
+    total = 200
+
+    class Noting:
+        async def deliver(self, payload: str) -> None:
+            delivered.append(payload)
+            if len(delivered) == total + 1:  # every event, and the other work
+                last_delivered.set()
+
+        async def drop(self, code: int, reason: str) -> None:
+            raise AssertionError("never dropped")
+
+    async def other_work() -> None:
+        delivered.append("other work")
+        if len(delivered) == total + 1:
+            last_delivered.set()
+
+    shared = SharedSubscriptions()
+    key = GroupKey.of("subscription { x }", None, None, Viewer("org_1", "acme", Role.VIEWER))
+    attending = asyncio.create_task(shared.attend(key, Noting(), queued_stream(events, listening)))
+    await asyncio.wait_for(listening.wait(), WAIT_S)
+    for number in range(total):
+        events.put_nowait(ExecutionResult(data={"x": number}, errors=None))
+    asyncio.get_running_loop().call_soon(lambda: asyncio.create_task(other_work()))
+    await asyncio.wait_for(last_delivered.wait(), WAIT_S)
+    per_turn = FAN_OUT_CHUNK // (EVENT_UNITS + 1) + 1
+    assert delivered.index("other work") <= 2 * per_turn, "not after the whole backlog"
+    assert [payload for payload in delivered if payload != "other work"] == [
+        f'{{"data": {{"x": {number}}}}}' for number in range(total)
+    ], "every event once, in order"
+    attending.cancel()
+    await asyncio.gather(attending, return_exceptions=True)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import datetime as dt
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 import aiohttp
@@ -17,6 +17,7 @@ import pytest
 import yaml
 from kubernetes_asyncio.client import (
     ApiClient,
+    ApiextensionsV1Api,
     AppsV1Api,
     AuthenticationV1TokenRequest,
     CoreV1Api,
@@ -27,6 +28,7 @@ from kubernetes_asyncio.config import new_client_from_config_dict
 from kubernetes_asyncio.dynamic import DynamicClient
 
 from tests.support.host_standin import HostStandIn
+from tests.support.kube_clients import APPLY, kube, message, refused
 from tests.support.kube_quota import (
     apply_limit_range_defaults,
     format_quantity,
@@ -37,11 +39,6 @@ from tests.support.kube_quota import (
 from tests.support.pki import KeyPair
 
 T = TypeVar("T")
-APPLY: dict[str, Any] = {
-    "field_manager": "spacedock",
-    "force": True,
-    "_content_type": "application/apply-patch+yaml",
-}
 
 
 @pytest.fixture(scope="module")
@@ -58,38 +55,34 @@ def host(standin: HostStandIn) -> Iterator[HostStandIn]:
     standin.heal()
 
 
-def b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
-
-
-@asynccontextmanager
-async def kube(
-    url: str, ca_pem: str, *, token: str | None = None, cert: KeyPair | None = None
-) -> AsyncIterator[ApiClient]:
-    """A kubernetes-asyncio client from a kubeconfig, as a user would build it."""
-    user = (
-        {"token": token}
-        if token
-        else {
-            "client-certificate-data": b64(cert.certificate_pem if cert else ""),
-            "client-key-data": b64(cert.key_pem if cert else ""),
-        }
-    )
-    config: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {"name": "c", "cluster": {"server": url, "certificate-authority-data": b64(ca_pem)}}
+WIDGET_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.dev"},
+    "spec": {
+        "group": "example.dev",
+        "scope": "Namespaced",
+        "names": {"kind": "Widget", "plural": "widgets", "singular": "widget"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "properties": {"size": {"type": "integer", "minimum": 1}},
+                            }
+                        },
+                    }
+                },
+            }
         ],
-        "users": [{"name": "u", "user": user}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "c",
-    }
-    client = await new_client_from_config_dict(config)
-    try:
-        yield client
-    finally:
-        await client.close()
+    },
+}
 
 
 def host_client(host: HostStandIn) -> Any:
@@ -107,21 +100,9 @@ async def eventually(check: Callable[[], Awaitable[T | None]], timeout_s: float 
         await asyncio.sleep(0.01)
 
 
-async def refused(call: Awaitable[Any]) -> ApiException:
-    with pytest.raises(ApiException) as raised:
-        await call
-    return raised.value
-
-
 def apis(client: ApiClient) -> tuple[Any, Any]:
     """The core and apps APIs, untyped: apply bodies are plain dicts, as spacedock sends them."""
     return CoreV1Api(client), AppsV1Api(client)
-
-
-def message(error: ApiException) -> str:
-    """The `message` of the Status body the server answered with."""
-    found: str = json.loads(error.body or b"{}")["message"]
-    return found
 
 
 def reason(error: ApiException) -> str:
@@ -252,25 +233,10 @@ async def test_discovery_serves_the_dynamic_client_and_learns_crd_kinds(host: Ho
         crds = await dynamic.resources.get(
             api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition"
         )
-        crd: dict[str, Any] = {
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": "gitrepositories.source.toolkit.fluxcd.io"},
-            "spec": {
-                "group": "source.toolkit.fluxcd.io",
-                "scope": "Namespaced",
-                "names": {
-                    "kind": "GitRepository",
-                    "plural": "gitrepositories",
-                    "singular": "gitrepository",
-                },
-                "versions": [{"name": "v1", "served": True, "storage": True}],
-            },
-        }
         applied = await dynamic.server_side_apply(
             crds,
-            body=crd,
-            name=crd["metadata"]["name"],
+            body=WIDGET_CRD,
+            name=WIDGET_CRD["metadata"]["name"],
             field_manager="spacedock",
             force_conflicts=True,
         )
@@ -279,22 +245,32 @@ async def test_discovery_serves_the_dynamic_client_and_learns_crd_kinds(host: Ho
 
         rediscovered = await DynamicClient(client)
         await rediscovered.resources.invalidate_cache()
-        repos = await rediscovered.resources.get(
-            api_version="source.toolkit.fluxcd.io/v1", kind="GitRepository"
-        )
-        repo = {
-            "apiVersion": "source.toolkit.fluxcd.io/v1",
-            "kind": "GitRepository",
+        widgets = await rediscovered.resources.get(api_version="example.dev/v1", kind="Widget")
+        widget = {
+            "apiVersion": "example.dev/v1",
+            "kind": "Widget",
             "metadata": {"name": "tenant", "namespace": "default", "labels": {"team": "a"}},
-            "spec": {"url": "https://git.example/tenant.git", "interval": "1m"},
+            "spec": {"size": 2},
         }
         await rediscovered.server_side_apply(
-            repos, body=repo, name="tenant", namespace="default", field_manager="spacedock"
+            widgets, body=widget, name="tenant", namespace="default", field_manager="spacedock"
         )
-        listed = await rediscovered.get(repos, namespace="default", label_selector="team=a")
+        listed = await rediscovered.get(widgets, namespace="default", label_selector="team=a")
         assert [item.metadata.name for item in listed.items] == ["tenant"]
-        none = await rediscovered.get(repos, namespace="default", label_selector="team=b")
+        none = await rediscovered.get(widgets, namespace="default", label_selector="team=b")
         assert none.items == []
+
+        # apiextensions/v1 wants a schema for every version, as the API server does.
+        schemaless = copy.deepcopy(WIDGET_CRD)
+        schemaless["metadata"]["name"] = "gadgets.example.dev"
+        schemaless["spec"]["names"] = {"kind": "Gadget", "plural": "gadgets"}
+        del schemaless["spec"]["versions"][0]["schema"]
+        extensions: Any = ApiextensionsV1Api(client)  # untyped: a dict body
+        refusal = await refused(extensions.create_custom_resource_definition(schemaless))
+        assert refusal.status == 422
+        assert message(refusal).endswith(
+            "spec.versions[0].schema.openAPIV3Schema: Required value: schemas are required"
+        )
 
 
 async def test_a_ready_vcluster_statefulset_brings_its_secret_and_its_api(
@@ -617,15 +593,24 @@ async def test_refuse_closes_the_host_or_the_vclusters_until_listen(host: HostSt
         await CoreV1Api(c).list_namespace()
 
 
-async def test_any_kind_is_stored_under_its_path_and_listed_by_labels(host: HostStandIn) -> None:
+async def test_a_crds_kind_is_stored_under_its_path_and_listed_by_labels(
+    host: HostStandIn,
+) -> None:
     widget = {
-        "apiVersion": "example.dev/v1alpha1",
+        "apiVersion": "example.dev/v1",
         "kind": "Widget",
         "metadata": {"name": "w1", "namespace": "default", "labels": {"team": "a"}},
         "spec": {"size": 1},
     }
     async with host_client(host) as client:
-        path = "/apis/example.dev/v1alpha1/namespaces/default/widgets/w1"
+        unknown = "/apis/example.dev/v1/namespaces/default/gizmos/g1"
+        with pytest.raises(ApiException) as missing:  # a kind no CRD declares is not served
+            await client.call_api(unknown, "GET", auth_settings=["BearerToken"])
+        assert missing.value.status == 404
+        await ApiextensionsV1Api(client).patch_custom_resource_definition(
+            WIDGET_CRD["metadata"]["name"], WIDGET_CRD, **APPLY
+        )
+        path = "/apis/example.dev/v1/namespaces/default/widgets/w1"
         await client.call_api(
             path,
             "PATCH",

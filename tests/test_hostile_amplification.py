@@ -7,20 +7,27 @@ PROVIDER_ERROR "too many live calls in one request" and the rest of the query st
 answers. The stand-in counts the calls and how many ran at once, per operation and
 across two operations, and a mutation of several createNamespace fields spends the
 same budget.
+
+Subscriptions (issue 18): the runs of one event for every subscription a credential
+holds share one such budget, and a subscription may not select a kubeconfig at all.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import websockets
 
 from tests.conftest import Org
 from tests.support import factories as make
+from tests.support.attack import HANG, PROTOCOL, converse, subscribe
 from tests.support.kube_standin import HostileAnswer, KubeStandIn
+from tests.support.server import Server
 
 TOO_MANY = "too many live calls in one request"
 LIST = "GET /api/v1/namespaces"
@@ -161,3 +168,96 @@ async def test_results_of_one_operation_are_budgeted_too(org: Org, cluster: Kube
     assert error["extensions"]["code"] == "PROVIDER_ERROR"
     assert error["message"].startswith("too many live results in one request")
     assert "SPACEDOCK_LIVE_ITEMS_PER_REQUEST" in error["message"]
+
+
+# -- subscriptions (issue 18) -------------------------------------------------------------
+
+
+def watching(alias: str) -> str:
+    """A status subscription of one space with its namespaces; each alias is a document
+    of its own, so a run of its own for every event."""
+    return (
+        f"subscription($id: ID) {{ {alias}: spaceStatusChanged(spaceId: $id) "
+        "{ spaceId space { namespaces { name } } } }"
+    )
+
+
+async def subscribers(server: Server) -> int:
+    return int(await asyncio.to_thread(server.metric, "spacedock_event_subscribers"))
+
+
+async def probed(org: Org, space_id: str) -> None:
+    """Until the space's first probe has answered, so no probe event comes later."""
+    for _ in range(200):
+        found = await org.admin.data(
+            "query($id: ID!) { space(id: $id) { lastProbe { ok } } }", {"id": space_id}
+        )
+        if found["space"]["lastProbe"] is not None:
+            return
+        await asyncio.sleep(0.05)
+    pytest.fail("the space was never probed")
+
+
+async def test_an_events_live_calls_are_budgeted_per_credential_across_subscriptions(
+    server: Server, org: Org, cluster: KubeStandIn
+) -> None:
+    space = await make.register_on_standin(org.admin, cluster)
+    await probed(org, space["id"])
+    variables = {"id": space["id"]}
+    async with contextlib.AsyncExitStack() as stack:
+        sockets = {}
+        for role in ("viewer", "editor"):
+            ws = await stack.enter_async_context(
+                websockets.connect(server.ws_url, subprotocols=[PROTOCOL])
+            )
+            init = {"Authorization": f"Bearer {org.tokens[role]}"}
+            await ws.send(json.dumps({"type": "connection_init", "payload": init}))
+            assert json.loads(await asyncio.wait_for(ws.recv(), HANG))["type"] == "connection_ack"
+            sockets[role] = ws
+        before = await subscribers(server)
+        aliases = [f"e{index}" for index in range(5)]
+        for alias in aliases:
+            await sockets["viewer"].send(subscribe(watching(alias), alias, variables=variables))
+        await sockets["editor"].send(subscribe(watching("other"), "other", variables=variables))
+        for _ in range(200):
+            if await subscribers(server) == before + 6:
+                break
+            await asyncio.sleep(0.05)
+        calls = cluster.requests[LIST]
+
+        await make.set_space_status(org.admin, space["id"], "INACTIVE")
+        mine = [json.loads(await asyncio.wait_for(sockets["viewer"].recv(), HANG)) for _ in aliases]
+        theirs = json.loads(await asyncio.wait_for(sockets["editor"].recv(), HANG))
+
+    answered = [m for m in mine if m["payload"]["data"][m["id"]]["space"]["namespaces"]]
+    assert len(answered) == 3, "five runs of one event by one token: the budget of one"
+    for message in mine:
+        if message not in answered:
+            [error] = message["payload"]["errors"]
+            assert error["message"].startswith(TOO_MANY)
+    assert theirs["payload"]["data"]["other"]["space"]["namespaces"], "another token's own"
+    assert cluster.requests[LIST] - calls == 4
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        "subscription { spaceStatusChanged { space { cloudSpaces { vclusters { kubeconfig } } } } }",
+        "subscription { cloudSpacePhaseChanged { cloudSpace { ...C } } } "
+        "fragment C on CloudSpace { vclusters { ...V } } fragment V on VCluster { kubeconfig }",
+    ],
+    ids=["kubeconfig", "kubeconfig-in-a-fragment"],
+)
+async def test_a_subscription_cannot_select_a_kubeconfig(
+    server: Server, org: Org, document: str
+) -> None:
+    conversation = await converse(server, [subscribe(document)], org.tokens["admin"])
+    [error] = conversation.messages
+    assert error["type"] == "error", error
+    [problem] = error["payload"]
+    assert problem["extensions"]["code"] == "GRAPHQL_VALIDATION_FAILED"
+    assert "cannot be selected in a subscription" in problem["message"]
+    assert conversation.close_code is None, "the socket stays open"
+    # A query still mints one for the caller alone.
+    query = "{ cloudSpaces(first: 5) { nodes { vclusters { kubeconfig kubeconfigExpiresAt } } } }"
+    assert not (await org.admin.call(query))["errors"]

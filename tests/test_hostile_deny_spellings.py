@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from providers.errors import PermanentError
-from providers.network import ClusterSession
+from providers.network import OutboundSession
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.canary import Canary
@@ -94,13 +94,13 @@ async def test_every_spelling_of_a_denied_address_is_refused_at_registration(
 async def test_the_cluster_session_refuses_every_spelling_before_connecting(
     canary: Canary, host: str
 ) -> None:
-    session = ClusterSession((ipaddress.ip_network("127.0.0.2/32"),))
+    session = OutboundSession((ipaddress.ip_network("127.0.0.2/32"),))
     try:
         with pytest.raises(PermanentError) as refused:
             await session.request("GET", f"http://{host}:{canary.port}/version")
     finally:
         await session.close()
-    assert refused.value.reason.startswith("denied: the API server address")
+    assert refused.value.reason.startswith("denied: the address")
     assert canary.connections == 0
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from providers import kube
-from providers.credentials import ClusterCredentials
+from providers.cluster_credentials import ClusterCredentials
 from providers.errors import TemporaryError
 from tests.conftest import Org
 from tests.support import factories as make

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import getpass
 import secrets
 import subprocess
 import sys
@@ -310,6 +311,32 @@ async def test_second_import_of_the_same_context_is_a_conflict(
     )
     spaces = await spaces_by_name(org)
     assert list(spaces) == ["kind-dev"]
+
+    # Both imports are audit events of the OS user, like registerSpace through the API,
+    # with the token out of the recorded input.
+    data = await org.admin.data(CLI_EVENTS)
+    events = data["auditEvents"]["nodes"]
+    assert [(e["action"], e["outcome"]) for e in events] == [
+        ("registerSpace", "OK"),
+        ("registerSpace", "CONFLICT"),
+    ]
+    for event in events:
+        assert event["actor"] == getpass.getuser()
+        assert (event["actorKind"], event["via"], event["actorTokenId"]) == ("OS_USER", "CLI", None)
+        assert event["requestId"]
+        assert event["input"]["config"]["serviceAccountToken"] == "[redacted]"
+        assert event["input"]["config"]["server"] == kube.url
+        assert event["input"]["kubeconfigContext"] == "kind-dev"
+    assert events[0]["targetIds"] == [spaces["kind-dev"]["id"]]
+    assert kube.token not in str(events)
+
+
+CLI_EVENTS = """
+{
+  auditEvents(first: 10, filter: { via: CLI }) {
+    nodes { action outcome actor actorKind via actorTokenId targetIds input requestId }
+  }
+}"""
 
 
 async def test_unknown_org_is_refused_with_the_command_that_creates_it(

@@ -12,18 +12,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from core.ids import new_id
+from core.common.ids import new_id
 from tests.conftest import Org
 from tests.support import factories as make
 
-HAS_CREATE_NAMESPACE = (
-    "createNamespace(" in (Path(__file__).resolve().parents[1] / "schema.graphql").read_text()
-)
 CREATE_NAMESPACE = f"""
 mutation($input: CreateNamespaceInput!) {{
   createNamespace(input: $input) {{ namespace {{ name }} {make.USER_ERRORS} }}
@@ -198,17 +194,11 @@ ID_CASES = [
         "environment",
         lambda own, target: {"id": target, "spaceId": own["space"], "namespace": "apps"},
     ),
-    *(
-        [
-            IdCase(
-                "createNamespace",
-                CREATE_NAMESPACE,
-                "space",
-                lambda own, target: {"spaceId": target, "name": make.unique("team")},
-            )
-        ]
-        if HAS_CREATE_NAMESPACE
-        else []
+    IdCase(
+        "createNamespace",
+        CREATE_NAMESPACE,
+        "space",
+        lambda own, target: {"spaceId": target, "name": make.unique("team")},
     ),
 ]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from api.graphql_view import encoded_json
+from api.http_requests import encoded_json
 
 ANSWER = {
     "data": {

@@ -16,7 +16,7 @@ import pytest
 from kubernetes_asyncio.client import Configuration, CoreV1Api
 
 from providers import kube, network
-from providers.credentials import ClusterCredentials
+from providers.cluster_credentials import ClusterCredentials
 from providers.errors import PermanentError, ProviderError, TemporaryError
 from tests.support.kube_standin import KubeStandIn
 from tests.support.pki import CertificateAuthority

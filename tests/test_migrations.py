@@ -1,19 +1,25 @@
 """Migrations build exactly the tables the code declares, on SQLite and Postgres, and
-replicas starting together on one Postgres database do not race."""
+replicas starting together on one Postgres database do not race; a migration that
+rewrites data rewrites it as the code now computes it."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlmodel import SQLModel
 
+import db.admission_tables  # strict quota's tables, kept apart for length
 import db.tables  # noqa: F401  (registers the tables)
-from db.engine import Database
+from db.engine import Database, alembic_config
+from db.tables import Org, Space
 from tests.conftest import POSTGRES_URL
 from tests.support.server import Backend
 
@@ -56,3 +62,148 @@ async def test_replicas_starting_together_migrate_once(empty_postgres: Backend) 
     finally:
         for replica in replicas:
             await replica.dispose()
+
+
+async def test_generic_identity_keys_keep_the_path_case_and_read_localhost_as_loopback(
+    empty_backend: Backend,
+) -> None:
+    """Issue 18 (0008): keys were the server URL in lower case, so /DUP conflicted with
+    /dup, and localhost was not 127.0.0.1. Where two live spaces now share a key, the
+    first registered keeps it and the other stays registered under a key of its own."""
+    database = Database(empty_backend.url)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    spaces = {  # id: (server, live), in the order they were registered
+        "spc_a": ("https://localhost:6443/c", True),
+        "spc_b": ("https://127.0.0.1:6443/c", True),
+        "spc_c": ("https://127.0.0.1:6443/DUP", True),
+        "spc_d": ("https://localhost/gone", False),
+        "spc_e": ("https://kube.example/Team", True),
+    }
+    try:
+        async with database.engine.connect() as connection:
+            await connection.run_sync(lambda sync: command.upgrade(alembic_config(sync), "0007"))
+            await connection.execute(sa.insert(Org).values(id="org_1", name="o", created_at=start))
+            for order, (space_id, (server, live)) in enumerate(spaces.items()):
+                await connection.execute(
+                    sa.insert(Space).values(
+                        id=space_id,
+                        org_id="org_1",
+                        name=space_id,
+                        provider="GENERIC",
+                        space_type="KUBERNETES",
+                        config_json=json.dumps({"server": server}),
+                        identity_key=f"GENERIC/{server.lower()}",
+                        next_probe_at=start,
+                        created_at=start + timedelta(minutes=order),
+                        deregistered_at=None if live else start,
+                    )
+                )
+            await connection.commit()
+        await database.migrate()
+        async with database.engine.connect() as connection:
+            found = await connection.execute(sa.text("SELECT id, identity_key FROM spaces"))
+            keys = {space_id: key for space_id, key in found.all()}
+        assert keys == {
+            "spc_a": "GENERIC/https://127.0.0.1:6443/c",
+            "spc_b": "GENERIC/duplicate/spc_b",
+            "spc_c": "GENERIC/https://127.0.0.1:6443/DUP",
+            "spc_d": "GENERIC/https://127.0.0.1/gone",
+            "spc_e": "GENERIC/https://kube.example/Team",
+        }
+    finally:
+        await database.dispose()
+
+
+async def test_names_that_already_collide_survive_the_name_key_migration(
+    empty_backend: Backend,
+) -> None:
+    """Rows written before names had one canonical form may differ only in case; the
+    migration keeps them all (the oldest holding the key), and never fails on them."""
+    from alembic import command
+
+    from db.engine import alembic_config
+
+    database = Database(empty_backend.url)
+    now = datetime(2026, 1, 1)  # as UtcDateTime stores times: naive, in UTC
+
+    def legacy(connection: sa.Connection) -> None:
+        command.upgrade(alembic_config(connection), "0007")
+        tables = sa.MetaData()
+        table = {
+            name: sa.Table(name, tables, autoload_with=connection)
+            for name in ("orgs", "role_definitions", "cloud_accounts", "spaces")
+        }
+        connection.execute(
+            table["orgs"].insert(), [{"id": "org_1", "name": "one", "created_at": now}]
+        )
+        roles = [("role_1", "TOKMGR"), ("role_2", "tokmgr"), ("role_3", "other")]
+        connection.execute(
+            table["role_definitions"].insert(),
+            [
+                {
+                    "id": i,
+                    "org_id": "org_1",
+                    "name": n,
+                    "policies_json": "[]",
+                    "created_at": now + timedelta(seconds=k),
+                }
+                for k, (i, n) in enumerate(roles)
+            ],
+        )
+        connection.execute(
+            table["cloud_accounts"].insert(),
+            [
+                {
+                    "id": f"ca_{k}",
+                    "org_id": "org_1",
+                    "name": n,
+                    "provider": "AWS",
+                    "credentials_ciphertext": "x",
+                    "created_at": now + timedelta(seconds=k),
+                }
+                for k, n in enumerate(["Prod", "prod"])
+            ],
+        )
+        spaces = [("spc_1", "DEV", None), ("spc_2", "dev", None), ("spc_3", "dev", now)]
+        connection.execute(
+            table["spaces"].insert(),
+            [
+                {
+                    "id": i,
+                    "org_id": "org_1",
+                    "name": n,
+                    "provider": "GENERIC",
+                    "space_type": "GENERIC",
+                    "config_json": "{}",
+                    "identity_key": i,
+                    "synthetic": False,
+                    "probe_status": "UNKNOWN",
+                    "held": False,
+                    "consecutive_failures": 0,
+                    "next_probe_at": now,
+                    "created_at": now + timedelta(seconds=k),
+                    "deregistered_at": gone,
+                }
+                for k, (i, n, gone) in enumerate(spaces)
+            ],
+        )
+        connection.commit()
+
+    try:
+        async with database.engine.connect() as connection:
+            await connection.run_sync(legacy)
+        await database.migrate()
+        async with database.engine.connect() as connection:
+            assert await connection.run_sync(_differences) == []
+            keys: dict[str, dict[str, str | None]] = {
+                table: dict(
+                    (await connection.execute(sa.text(f"SELECT id, name_key FROM {table}"))).all()
+                )
+                for table in ("role_definitions", "cloud_accounts", "spaces")
+            }
+        assert keys["role_definitions"] == {"role_1": "tokmgr", "role_2": None, "role_3": "other"}
+        assert keys["cloud_accounts"] == {"ca_0": "prod", "ca_1": None}
+        # A deregistered space keeps its key: only live names must differ.
+        assert keys["spaces"] == {"spc_1": "dev", "spc_2": None, "spc_3": "dev"}
+    finally:
+        await database.dispose()

@@ -267,19 +267,46 @@ async def test_a_held_space_stays_inactive_while_probes_go_on(
 
         # The subscriber saw the hold and its lifting, and no probe verdict in between.
         live = await subscriber.take(4)
-        await asyncio.sleep(3 * INTERVAL_S)
-        assert subscriber.events.empty()
-    assert [(e["previous"], e["status"], e["reason"]) for e in live] == history(after)
+        assert [(e["previous"], e["status"], e["reason"]) for e in live] == history(after)
+        # Nor after: once healthy probes have landed since the lift, a second hold is the
+        # very next event.
+        await until(
+            org.viewer,
+            space_id,
+            lambda s: s["lastProbe"]["at"] > after["lastProbe"]["at"],
+            "a probe after the lift",
+        )
+        await set_space_status(org.editor, space_id, "INACTIVE")
+        (marker,) = await subscriber.take(1)
+    assert (marker["previous"], marker["status"], marker["reason"]) == (
+        "ACTIVE",
+        "INACTIVE",
+        "operator hold",
+    )
+
+
+async def probed(witness: KubeStandIn, times: int) -> None:
+    """Until the witness cluster's space has been probed `times` more times: rounds of
+    the probe loop counted, not waited for."""
+    wanted = witness.requests["GET /version"] + times
+    deadline = asyncio.get_running_loop().time() + WAIT_S
+    while witness.requests["GET /version"] < wanted:
+        assert asyncio.get_running_loop().time() < deadline, f"fewer than {times} probes"
+        await asyncio.sleep(0.02)
 
 
 async def test_a_deregistered_space_is_never_probed_again(org: Org, cluster: KubeStandIn) -> None:
-    space_id = await register(org.editor, cluster)
-    await until(org.viewer, space_id, lambda s: s["status"] == "ACTIVE", "ACTIVE")
-    await deregister_space(org.admin, space_id)
-    await asyncio.sleep(TIMEOUT_S + INTERVAL_S)  # a probe already in flight may still land
-    requests = cluster.requests["GET /version"]
-    last_probe = (await state(org.viewer, space_id))["lastProbe"]
-    await asyncio.sleep(5 * INTERVAL_S)
+    with KubeStandIn() as witness:  # a registered space whose probes count the loop's rounds
+        await register(org.editor, witness)
+        space_id = await register(org.editor, cluster)
+        await until(org.viewer, space_id, lambda s: s["status"] == "ACTIVE", "ACTIVE")
+        await deregister_space(org.admin, space_id)
+        # A probe already in flight may still land: it ends within TIMEOUT_S, before the
+        # witness's next two probes (INTERVAL_S apart) are done.
+        await probed(witness, 1 + int(TIMEOUT_S // INTERVAL_S) + 1)
+        requests = cluster.requests["GET /version"]
+        last_probe = (await state(org.viewer, space_id))["lastProbe"]
+        await probed(witness, 5)
     assert cluster.requests["GET /version"] == requests
     assert (await state(org.viewer, space_id))["lastProbe"] == last_probe
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from providers.credentials import ClusterCredentials
+from providers.cluster_credentials import ClusterCredentials
 from providers.probe import VersionProber
 from tests.support.https_standin import server_ssl_context
 from tests.support.kube_standin import KubeStandIn

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from core.secrets import SecretBox
+from core.common.secrets import SecretBox
 from tests.conftest import new_org
 from tests.support.factories import register_generic_space
 from tests.support.kube_standin import KubeStandIn
@@ -28,7 +28,7 @@ from tests.support.server import Backend, Server
 
 SPACES = 10
 INTERVAL_S = 2.0
-JITTER = 0.1  # core.probe_loop.ProbeSettings.jitter
+JITTER = 0.1  # core.probing.loop.ProbeSettings.jitter
 STALE_AFTER_INTERVALS = 3
 SPACE_STATUS = "query($id: ID!) { space(id: $id) { status statusReason } }"
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from providers.credentials import ClusterCredentials
+from providers.cluster_credentials import ClusterCredentials
 from providers.probe import VersionProber
 from tests.support.kube_standin import KubeStandIn
 from tests.support.pki import CertificateAuthority

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -17,21 +17,23 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import col
 
-from core.clusters import credentials_for
-from core.events import SPACE_PROBED, EventBus, InProcessBus, Payload, PostgresBus
-from core.health import HealthRule
-from core.ids import new_id
-from core.probe_loop import ProbeLoop, ProbeSettings
-from core.rbac import Role, Viewer
-from core.secrets import SecretBox
-from core.services import Services
-from core.spaces import RegisterSpaceRequest, register
-from core.tokens import create_token
+from core.common.events import SPACE_PROBED, EventBus, InProcessBus, Payload
+from core.common.ids import new_id
+from core.common.postgres_bus import PostgresBus
+from core.common.rbac import Role, Viewer
+from core.common.secrets import SecretBox
+from core.common.services import Services
+from core.orgs.bootstrap import create_token
+from core.probing.loop import ProbeLoop, ProbeSettings
+from core.spaces.clusters import credentials_for
+from core.spaces.health import HealthRule
+from core.spaces.lifecycle import RegisterSpaceRequest, register
 from db.engine import Database
 from db.notify import PostgresNotifier
 from db.probes import ProbeTarget
 from db.tables import CloudAccount, ClusterGrant, Space
-from providers.credentials import ClusterCredentials, ClusterTarget, CredentialCache
+from providers.cluster_credentials import ClusterCredentials, ClusterTarget
+from providers.credentials import CredentialCache
 from providers.errors import AccessRevoked
 from providers.probe import ProbeOutcome
 from tests.support.factories import unique
@@ -65,6 +67,9 @@ class Announced:
 
     def subscribe(self, channel: str) -> AsyncIterator[Payload]:
         return self.inner.subscribe(channel)
+
+    def tap(self, channel: str, callback: Callable[[Payload], None]) -> None:
+        self.inner.tap(channel, callback)
 
     async def until_probed(self, count: int) -> None:
         while len(self.probed) < count:
@@ -103,7 +108,7 @@ async def services(empty_backend: Backend) -> AsyncIterator[Services]:
     bus: EventBus = (
         InProcessBus()
         if database.is_sqlite
-        else PostgresBus(lambda deliver: PostgresNotifier(database, deliver))
+        else PostgresBus(lambda hearing: PostgresNotifier(database, hearing.deliver))
     )
     made = Services(
         database=database,

@@ -173,7 +173,12 @@ async def test_cloud_credentials_unavailable_then_access_revoked(org: Org) -> No
     unavailable = await until(
         org,
         space["id"],
-        lambda s: s["statusReasonCode"] == "CREDENTIALS_UNAVAILABLE",
+        # A later probe may time out minting on a loaded machine (the cloud stand-in is slow
+        # to answer), naming a different failure: wait for a probe that names this one.
+        lambda s: (
+            s["statusReasonCode"] == "CREDENTIALS_UNAVAILABLE"
+            and (s["lastProbe"] or {}).get("errorCode") == "CREDENTIALS_UNAVAILABLE"
+        ),
         "INACTIVE without a credential",
     )
     assert unavailable["status"] == "INACTIVE"

@@ -25,6 +25,8 @@ from graphql import (
     Undefined,
     build_schema,
     is_specified_scalar_type,
+    parse,
+    validate,
 )
 
 from schema.build import SDL_PATH, schema, sdl
@@ -183,3 +185,30 @@ def test_the_description_check_finds_what_lacks_one() -> None:
         """
     )
     assert undescribed(bare) == ["Query.a(x)", "Query.b", "E.TWO"]
+
+
+def readme_section(title: str) -> str:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = readme.index(f"\n## {title}\n")
+    end = readme.find("\n## ", start + 1)
+    return readme[start:end]
+
+
+def test_the_readmes_cloud_examples_are_valid_operations() -> None:
+    """Every operation the README's "Connect a cloud account" shows parses and validates
+    against the schema as written ("…" and "<uuid>" stand for values)."""
+    section = readme_section("Connect a cloud account")
+    blocks = section.split("```graphql\n")[1:]
+    operations = [
+        operation
+        for block in blocks
+        for operation in block.split("```")[0].split("\n\n")
+        if operation.strip()
+    ]
+    assert len(operations) == 12, "four steps for each of the three clouds"
+    for operation in operations:
+        problems = validate(schema._schema, parse(operation))
+        assert not problems, (operation, problems)
+    providers = " ".join(op for op in operations if "registerSpace" in op)
+    for provider in ("AWS", "GCP", "AZURE"):
+        assert f"provider: {provider}" in providers

@@ -9,6 +9,8 @@ page boundary, ties (same status, same name, never probed) broken by id.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -17,6 +19,7 @@ import pytest
 
 from tests.conftest import Org
 from tests.support import factories as make
+from tests.support.kube_standin import KubeStandIn
 
 SPACES = """
 query($first: Int, $after: String, $last: Int, $before: String, $filter: SpaceFilter,
@@ -34,6 +37,7 @@ query($filter: SpaceFilter) {
 }"""
 FIELDS = ("NAME", "STATUS", "CREATED_AT", "LAST_PROBE_AT")
 NEVER = datetime(1970, 1, 1, tzinfo=UTC)
+SEVERITY = {"INACTIVE": 0, "UNKNOWN": 1, "ACTIVE": 2}
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +78,8 @@ async def every_space_probed(org: Org) -> None:
 def sort_key(field: str, node: dict[str, Any]) -> Any:
     if field == "NAME":
         return node["name"]
-    if field == "STATUS":
-        return node["status"]
+    if field == "STATUS":  # by severity: what needs a look first
+        return SEVERITY[node["status"]]
     if field == "CREATED_AT":
         return datetime.fromisoformat(node["createdAt"])
     return datetime.fromisoformat(node["lastProbe"]["at"]) if node["lastProbe"] else NEVER
@@ -206,6 +210,22 @@ async def test_a_cursor_only_works_under_the_order_it_came_from(org: Org) -> Non
         assert make.top_level_codes(response) == ["BAD_USER_INPUT"], variables
     following = await spaces(org, first=1, after=named["pageInfo"]["endCursor"], orderBy=by_name)
     assert following["edges"], "the cursor works under its own order"
+    # A cursor of the right order whose value is of another type (made by hand, or kept
+    # from before STATUS sorted by severity) is refused, not handed to the database.
+    some_id = named["edges"][0]["node"]["id"]
+    for label, tag, value in (
+        ("Space:STATUS:ASC", "text", "ACTIVE"),
+        ("Space:CREATED_AT:ASC", "text", "yesterday"),
+        ("Space:NAME:ASC", "int", 3),
+    ):
+        text = json.dumps([label, tag, value, some_id], separators=(",", ":"))
+        forged = base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+        field, direction = label.split(":")[1:]
+        response = await org.viewer.call(
+            SPACES,
+            {"first": 1, "after": forged, "orderBy": {"field": field, "direction": direction}},
+        )
+        assert make.top_level_codes(response) == ["BAD_USER_INPUT"], label
 
 
 # -- filters and counts ---------------------------------------------------------------------
@@ -298,3 +318,32 @@ async def test_an_overlong_search_is_bad_user_input(org: Org) -> None:
         response = await org.viewer.call(query, {"filter": {"search": "x" * 101}})
         assert make.top_level_codes(response) == ["BAD_USER_INPUT"]
         assert "at most 100 characters" in response["errors"][0]["message"]
+
+
+async def test_status_sorts_by_severity_not_by_its_words(org: Org) -> None:
+    """ASC puts what needs a look first: INACTIVE, UNKNOWN, then ACTIVE (alphabetically,
+    ACTIVE came first and a table sorted by status buried its failures)."""
+    with KubeStandIn() as cluster:
+        config = {
+            "clusterName": make.unique("standin"),
+            "server": cluster.url,
+            "caCert": cluster.ca_pem,
+            "serviceAccountToken": cluster.token,
+        }
+        payload = await org.editor.mutate(
+            make.REGISTER_SPACE,
+            {"input": {"name": "a-healthy", "provider": "GENERIC", "config": config}},
+        )
+        healthy = make.succeeded(payload)["space"]["id"]
+        unreachable = (await make.register_generic_space(org.editor, name="b-unreachable"))["id"]
+        held = (await make.register_generic_space(org.editor, name="c-held"))["id"]
+        await make.set_space_status(org.editor, held, "INACTIVE")
+        await every_space_probed(org)
+    for direction, expected in (
+        ("ASC", [held, unreachable, healthy]),
+        ("DESC", [healthy, unreachable, held]),
+    ):
+        order = {"field": "STATUS", "direction": direction}
+        nodes = [edge["node"] for edge in (await spaces(org, first=10, orderBy=order))["edges"]]
+        assert [node["id"] for node in nodes] == expected, [n["status"] for n in nodes]
+        assert [n["id"] for n in await walk(org, order, 1, "back")] == expected

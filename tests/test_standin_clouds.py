@@ -32,7 +32,7 @@ from google.auth.transport import requests as google_requests
 from google.oauth2 import _service_account_async, service_account
 
 from providers import kube
-from providers.credentials import ClusterCredentials
+from providers.cluster_credentials import ClusterCredentials
 from providers.errors import PermanentError
 from tests.support.azure_standin import AKS_SERVER_APP, AzureStandIn, ServicePrincipal
 from tests.support.eks import AccessKey, EksStandIn, token_problem

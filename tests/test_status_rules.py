@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.reasons import StatusReasonCode
-from core.status_rules import (
+from core.spaces.reasons import StatusReasonCode
+from core.spaces.status_rules import (
     OPERATOR_HOLD,
     PROBE_STALE,
     ProbeResult,
@@ -17,7 +17,7 @@ from core.status_rules import (
     shown,
     visible_status,
 )
-from core.statuses import SpaceStatus
+from core.spaces.statuses import SpaceStatus
 
 ACTIVE, INACTIVE, UNKNOWN = SpaceStatus.ACTIVE, SpaceStatus.INACTIVE, SpaceStatus.UNKNOWN
 OK = ProbeResult(ok=True, version="v1.31.2")

@@ -92,6 +92,13 @@ class Live:
             raise item
         return item
 
+    async def next_of(self, space_id: str) -> dict[str, Any]:
+        """The next event, which must be of `space_id`: any other (another org's above all)
+        fails the test. For servers whose probes are off, so nothing else has events."""
+        event = await self.next()
+        assert event["spaceId"] == space_id, f"expected an event of {space_id}, got {event}"
+        return event
+
     async def next_for(self, space_id: str) -> dict[str, Any]:
         """The next event of one space, passing over the others."""
         while (event := await self.next())["spaceId"] != space_id:

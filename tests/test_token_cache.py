@@ -1,4 +1,4 @@
-"""Verified API tokens held in memory (core/token_cache.py): repeated requests send no SQL
+"""Verified API tokens held in memory (core/common/token_cache.py): repeated requests send no SQL
 for the token, and every revocation, role change and expiry still holds at once.
 
 Against a real server (and a second replica on Postgres), plus the cache itself in-process
@@ -18,15 +18,16 @@ import sqlalchemy as sa
 
 from api.app import build_services
 from api.settings import Settings
-from core.auth import authenticate
-from core.errors import Unauthenticated
-from core.events import InProcessBus
-from core.health import HealthRule
-from core.rbac import Role, Viewer
-from core.secrets import SecretBox
-from core.services import Services
-from core.token_cache import TokenCache
-from core.tokens import create_token, revoke, token_hash
+from core.access.auth import authenticate
+from core.access.tokens import revoke, token_hash
+from core.common.errors import Unauthenticated
+from core.common.events import InProcessBus
+from core.common.rbac import Role, Viewer
+from core.common.secrets import SecretBox
+from core.common.services import Services
+from core.common.token_cache import TokenCache
+from core.orgs.bootstrap import create_token
+from core.spaces.health import HealthRule
 from db.engine import Database
 from tests.conftest import Org
 from tests.support import factories as make
@@ -117,17 +118,6 @@ async def test_new_policies_of_a_custom_role_reach_a_token_held_in_memory(org: O
 # -- another replica (Postgres) ------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def replica(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A second server process on the first one's database and key: another replica."""
-    if server.backend.name != "postgres":
-        pytest.skip("replicas share a database on Postgres; SQLite serves one process")
-    log_path = Path(tmp_path_factory.mktemp("replica")) / "server.log"
-    running = Server(backend=server.backend, log_path=log_path, env=dict(server.env)).start()
-    yield running
-    running.stop()
-
-
 async def test_a_revocation_on_one_replica_holds_on_the_other_once_it_returns(
     server: Server, replica: Server, org: Org
 ) -> None:
@@ -213,7 +203,7 @@ async def test_the_cache_holds_token_hashes_and_viewers_never_a_token_or_a_refus
 
         held = services.token_cache._entries
         assert list(held) == [token_hash(secret)]
-        reachable = list(strings_in(dict(held)))
+        reachable = list(strings_in(dict(held.items())))
         assert not any(secret in text or secret[4:] in text for text in reachable)
 
         for refused in ("sdk_unknown", f"{secret}x"):

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from api import graphiql
-from core.secrets import SecretBox
+from core.common.secrets import SecretBox
 from tests.support.ports import free_port
 from tests.support.server import REPO
 

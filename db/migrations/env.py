@@ -3,6 +3,7 @@
 from alembic import context
 from sqlmodel import SQLModel
 
+import db.admission_tables  # strict quota's tables, kept apart for length
 import db.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 
 connection = context.config.attributes["connection"]

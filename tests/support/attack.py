@@ -52,8 +52,10 @@ async def send(
     content_type: str | None = "application/json",
     params: dict[str, str] | None = None,
     json_body: Any = None,
+    url_query: str | None = None,
 ) -> Answer:
-    """One raw request to /graphql; `json_body` is encoded as JSON when given."""
+    """One raw request to /graphql; `json_body` is encoded as JSON when given, `url_query`
+    is the query string as sent (a parameter may repeat)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     if content_type is not None:
         headers["Content-Type"] = content_type
@@ -61,7 +63,13 @@ async def send(
         data = json.dumps(json_body)
     async with (
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HANG * 3)) as session,
-        session.request(method, server.url, data=data, headers=headers, params=params) as reply,
+        session.request(
+            method,
+            server.url if url_query is None else f"{server.url}?{url_query}",
+            data=data,
+            headers=headers,
+            params=params,
+        ) as reply,
     ):
         return Answer(reply.status, reply.content_type, await reply.text())
 

@@ -54,7 +54,10 @@ class Chromium:
 
     `requests` lists the URL of every request the page made (documents, scripts,
     styles, fetches and WebSockets; a data: URL as its media type only),
-    `frames_sent` the WebSocket messages it sent, `errors` its uncaught exceptions.
+    `frames_sent` the WebSocket messages it sent, `errors` its uncaught exceptions,
+    `responses` what the network panel shows of each answer (CORS preflights included:
+    url, type, status, headers) and `failures` each request that failed (with its CORS
+    error, as the console reports it).
     """
 
     def __init__(self, profile: Path) -> None:
@@ -62,6 +65,9 @@ class Chromium:
         self.requests: list[str] = []
         self.frames_sent: list[str] = []
         self.errors: list[str] = []
+        self.responses: list[dict[str, Any]] = []
+        self.failures: list[dict[str, Any]] = []
+        self._urls: dict[str, str] = {}  # request id → URL, for failures
         self._process: asyncio.subprocess.Process | None = None
         self._connection: ClientConnection | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -141,7 +147,27 @@ class Chromium:
     def _record(self, method: str, params: dict[str, Any]) -> None:
         if method == "Network.requestWillBeSent":
             url: str = params["request"]["url"]
+            self._urls[params["requestId"]] = url
             self.requests.append(url.split(",", 1)[0] if url.startswith("data:") else url)
+        elif method == "Network.responseReceived":
+            response = params["response"]
+            self.responses.append(
+                {
+                    "url": response["url"],
+                    "type": params.get("type"),
+                    "status": response["status"],
+                    "headers": {k.lower(): v for k, v in response["headers"].items()},
+                }
+            )
+        elif method == "Network.loadingFailed":
+            self.failures.append(
+                {
+                    "url": self._urls.get(params["requestId"]),
+                    "type": params.get("type"),
+                    "error": params.get("errorText"),
+                    "cors": (params.get("corsErrorStatus") or {}).get("corsError"),
+                }
+            )
         elif method == "Network.webSocketCreated":
             self.requests.append(params["url"])
         elif method == "Network.webSocketFrameSent":

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import urllib.error
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,3 +160,38 @@ async def eventually(check: Callable[[], Awaitable[T | None]], timeout_s: float 
 def key(cloud_space_id: str) -> str:
     """The `<key>` that names a CloudSpace's objects."""
     return cloud_space_id.lower().replace("_", "-")
+
+
+async def ready_cloud_space(
+    org: Org, name: str, cpu: float, memory_mib: int, timeout_s: float = 60.0
+) -> dict[str, Any]:
+    """A CloudSpace created by the org's editor, once it is READY."""
+    payload = await org.editor.mutate(
+        CREATE, {"input": {"name": name, "cpu": cpu, "memoryMiB": memory_mib}}
+    )
+    assert payload["userErrors"] == [], payload["userErrors"]
+    created: dict[str, Any] = payload["cloudSpace"]
+
+    async def ready() -> dict[str, Any] | None:
+        found: dict[str, Any] = (await org.viewer.data(ONE, {"id": created["id"]}))["cloudSpace"]
+        assert found["phase"] != "FAILED", found["message"]
+        return found if found["phase"] == "READY" else None
+
+    return await eventually(ready, timeout_s)
+
+
+def download(
+    server: Server, cloud_space_id: str, vcluster: str, token: str | None, query: str = ""
+) -> tuple[int, dict[str, str], str]:
+    """GET the kubeconfig route as a person's script does: status, headers, body."""
+    url = f"{server.base}/api/v1/cloudspaces/{cloud_space_id}/vclusters/{vcluster}/kubeconfig"
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(url + query, headers=headers), timeout=30
+        ) as answer:
+            found = {k.lower(): v for k, v in answer.headers.items()}
+            return answer.status, found, answer.read().decode()
+    except urllib.error.HTTPError as failed:
+        found = {k.lower(): v for k, v in failed.headers.items()}
+        return failed.code, found, failed.read().decode()

@@ -1,6 +1,21 @@
 """A host cluster for CloudSpaces and the vClusters that appear on it, for tests
 and benches that drive spacedock's reconciler through kubernetes-asyncio.
 
+What it behaves like: a Kubernetes API server (v1.31) that runs Flux v2.9.4's
+source-, helm- and kustomize-controller (flux_standin.py), installs the vCluster chart
+0.36.1 for a HelmRelease of it (vcluster_chart.py), and runs each vCluster so made as
+its own API server (v1.36, the chart's distro) with Flux inside once Flux's manifests
+are applied there. What every API server here checks, with the real server's words
+(kube_validation.py, kube_admission.py, kube_quota.py): names by kind (Services
+DNS-1035, Namespaces and StatefulSets DNS-1123 labels), labels, built-in kinds against
+kubernetes-validate's schemas of its minor version, custom resources against their
+CRD's schema (Flux's own from tests/support/upstream/), unknown fields (server-side
+apply fails, `fieldValidation=Strict` refuses, else dropped), ValidatingWebhook-
+Configurations (called as the API server calls them), LimitRange defaults and
+ResourceQuota admission for pods. What none of it does: run pods or containers,
+schedule, watch, RBAC (every authenticated caller may do anything), finalizers
+(deletion is immediate, a lingering namespace aside), mutating webhooks.
+
 Two HTTPS servers on 127.0.0.1, on one event loop in a background thread:
 
 * the **host API** (`host.url`, CA `host.ca_pem`): bearer token `host.token`
@@ -15,28 +30,53 @@ Two HTTPS servers on 127.0.0.1, on one event loop in a background thread:
   every vCluster's `certificate-authority` is `host.vcluster_ca_pem`; each
   vCluster accepts only its own admin certificate and its own tokens.
 
-Both speak the generic API of kube_api.py: any kind stored under its API path
-(core and `/apis/{group}/{version}`, namespaced and cluster-scoped, CRD kinds
-too), discovery (`/version`, `/api`, `/api/v1`, `/apis`, `/apis/{g}/{v}`)
-enough for the typed and dynamic clients, GET/list (labelSelector,
-fieldSelector), POST (409 AlreadyExists), PUT, PATCH (merge, strategic merge
-treated as merge, JSON patch) and server-side apply (`application/apply-patch
-+yaml` or `+json`, `?fieldManager=spacedock&force=true`: creates or merges,
-drops fields the manager stopped applying, 409 on conflicts without force,
-resourceVersion bumped only when something changed, `managedFields` names the
-manager), DELETE (404 NotFound), `Status` bodies for every error.
+Both speak the generic API of kube_api.py: any kind a built-in or a CRD declares
+(a path no CRD declares is 404, as on a real server), discovery (`/version`, `/api`,
+`/api/v1`, `/apis`, `/apis/{g}/{v}`, and `/openapi/v3` as far as kubectl reads it),
+GET/list (labelSelector, fieldSelector), POST (409 AlreadyExists; `generateName`),
+PUT, PATCH (merge, strategic merge treated as merge, JSON patch) and server-side apply
+(`?fieldManager=spacedock&force=true`: creates or merges, drops fields the manager
+stopped applying, 409 on conflicts without force, resourceVersion bumped only when
+something changed, `managedFields` names the manager), `?dryRun=All`, the `status`
+and `scale` subresources, DELETE, and `Status` bodies for every error.
+
+**Flux on the host** (`HostStandIn(flux=True)`, the default): the Flux CRDs are served
+and Flux's controllers' Deployments run in `flux-system`; `HostStandIn(flux=False)`
+is a host without Flux (no CRDs: a HelmRelease is 404). `host.flux` (a `Flux`) is how a
+test registers what Flux can fetch and flips its switches:
+
+    host.flux.serve_vcluster_chart("https://charts.loft.sh")   # or a mirror, http(s)/oci
+    host.flux.serve_flux_manifests("oci://ghcr.io/fluxcd/flux-manifests", tag="v2.9.4")
+    repo = host.flux.git("https://git.example/app.git"); repo.commit({"a.yaml": ...})
+    host.flux.helm("https://charts.example").add_chart("web", "1.0.0", render=...)
+    host.flux.unreachable(url); host.flux.stall(kind, ns, name); host.flux.fail(...)
+    await host.flux.until_ready("HelmRelease", ns, name)       # or wait_ready, until
+
+A HelmRelease of the vCluster chart whose values pass the chart's schema installs the
+chart's objects into its namespace; once its control plane (StatefulSet `<release>`)
+is ready, a vCluster `<release>` starts and its syncer writes the kubeconfig Secrets
+`exportKubeConfig` asks for (`vc-<release>`, key `config`, server
+`exportKubeConfig.server`: set it to `host.vcluster_url(ns, release)` for a kubeconfig
+that works from tests and from the host's Flux). Deleting the release (or the control
+plane) ends the vCluster and those Secrets. A remote Kustomization of Flux's manifests
+(`kubeConfig.secretRef {name: vc-<release>, key: config}`) installs Flux inside; the
+vCluster then runs Flux's controllers for its own Flux objects.
+
+**Legacy (issue 22 removes it):** a StatefulSet `<name>` in a namespace `cs-<key>`
+that no Helm release made (spacedock's raw template today) is also a vCluster: once
+ready, Secret `vc-<name>` appears beside it with `config` (admin kubeconfig, server
+`https://localhost:8443`), `certificate-authority`, `client-certificate`,
+`client-key`. Delete `HostApi._start_legacy_vcluster` with the reconciler's raw
+templates and their tests.
 
 What the host does by itself:
 
 * StatefulSets and Deployments report `readyReplicas`/`availableReplicas`
-  = `spec.replicas` (default 1) `ready_delay_s` after they are created or
-  their spec changes (`api.stall(name)` holds them; `api.unstall(name)`).
-* A StatefulSet `<name>` in a namespace `cs-<key>` is a vCluster: once it is
-  ready, the vCluster API starts and Secret `vc-<name>` appears beside it with
-  `config` (admin kubeconfig, server `https://localhost:8443`),
-  `certificate-authority`, `client-certificate`, `client-key` (base64 `data`,
-  as vCluster writes it). Deleting the StatefulSet (or its namespace) ends
-  that vCluster and everything stored in it.
+  = `spec.replicas` (default 1) and `observedGeneration` `ready_delay_s` after they
+  are created or their spec changes (`api.stall(name)` holds them;
+  `api.unstall(name)`). A StatefulSet whose name leaves no room for its pods'
+  `controller-revision-hash` label (over 52 characters) never gets ready: a
+  `FailedCreate` Event says why, as the StatefulSet controller's does.
 * Services of type LoadBalancer get `status.loadBalancer.ingress[0].ip =
   127.0.0.1`; that address has no port for the stand-in to listen on, so
   tests reach vClusters through the URL template.
@@ -55,10 +95,13 @@ What every vCluster does (`host.vcluster(namespace, name)`, a `VClusterApi`):
   token`, `expirationSeconds` >= 600 else 422; JWT-shaped, `sub`
   `system:serviceaccount:{ns}:{sa}`) until they expire or their
   ServiceAccount goes; `.expire_tokens()` ends them all; else 401;
+* calls the ValidatingWebhookConfigurations registered in it for matching writes
+  (kube_admission.py: AdmissionReview v1, caBundle, timeoutSeconds, failurePolicy;
+  loopback URLs only); `webhook_calls` lists each call and its outcome;
 * Deployments (Flux in `flux-system`) get ready after the delay, CRDs are
   Established at once and their kinds served;
-* pods are admitted as the API server does: LimitRange defaults, then every
-  ResourceQuota of the namespace (`requests.cpu`/`cpu`, `requests.memory`/
+* pods are admitted as the API server does: LimitRange defaults, then the webhooks,
+  then every ResourceQuota of the namespace (`requests.cpu`/`cpu`, `requests.memory`/
   `memory`, `limits.*`): over `hard` is 403 Forbidden `pods "x" is forbidden:
   exceeded quota: spacedock-quota, requested: requests.cpu=2, used:
   requests.cpu=500m, limited: requests.cpu=1` (only the exceeded keys named;
@@ -68,10 +111,13 @@ What every vCluster does (`host.vcluster(namespace, name)`, a `VClusterApi`):
   created through the API count. The rules live in kube_quota.py.
 
 Switches and counters, on `host.api` and on each vCluster alike (callable from
-any thread; `host.heal()` heals all):
+any thread; `host.heal()` heals all, Flux's switches included):
 
 * `fail_apply(kind=, name=, times=1, code=500)`: the next `times` matching
   server-side applies answer `code` (`times=None`: until healed);
+* `hold_applies(kind=, name=)`: matching server-side applies wait unanswered (a slow
+  API server) until `release_applies()` or `heal()`, then are done as usual even if
+  their client is gone; `applies_held()` counts those waiting;
 * `stall(name)` / `unstall(name)`, `linger_namespaces()` /
   `release_namespaces()`, `expire_tokens()`, `heal()`;
 * on the host only: `host.refuse(host=True, vclusters=True)` stops listening
@@ -79,19 +125,20 @@ any thread; `host.heal()` heals all):
 * `count(verb=, resource=, namespace=, name=)` counts calls (`verb` one of
   get, list, create, update, patch, apply, delete, deletecollection,
   discovery; `resource` as kubectl names it: `statefulsets.apps`,
-  `serviceaccounts/token`); `calls()` is every `Call` counted;
-  `creations()` counts how often each object came into existence
+  `serviceaccounts/token`); `calls()` is every `Call` counted (Flux's own calls
+  included); `creations()` counts how often each object came into existence
   (`statefulsets.apps/cs-x/demo`), `created_twice()` lists any made more than
   once; `reset_counts()`;
 * `find(plural, name, namespace, group)` / `find_all(plural, namespace, group)`
-  return copies of stored objects; `put(obj)` stores one as a controller
-  would (not counted).
+  return copies of stored objects; `put(obj)` stores one and `remove(...)` deletes
+  one as a controller would (not counted, no admission).
 
 Use it as a module fixture, pointing the spacedock server at it:
 
     @pytest.fixture(scope="module")
     def host() -> Iterator[HostStandIn]:
         with HostStandIn() as standin:
+            standin.flux.serve_vcluster_chart("https://charts.loft.sh")
             yield standin
 
     @pytest.fixture(scope="module")
@@ -102,25 +149,34 @@ and register the host as a GENERIC space with `server=host.url`,
 `ca=host.ca_pem`, `token=host.token`. Delays are attributes read when a
 workload is written (`host.api.ready_delay_s`, and each vCluster's), so a bench
 can subtract them. To stop a reconciler mid-PROVISIONING deterministically,
-`host.api.stall(name)` its StatefulSet, wait until `host.api.find(
-"statefulsets", name, namespace, group="apps")` exists, kill it, restart,
-`host.api.unstall(name)`, then assert `host.api.created_twice() == []`.
+`host.api.stall(name)` its StatefulSet (or `host.flux.stall("HelmRelease", ns,
+name)`), wait until it exists, kill it, restart, unstall, then assert
+`host.api.created_twice() == []`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import secrets
 import ssl
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from aiohttp import web
 
-from tests.support.kube_api import KubeApi, Obj, Resource, secret_data
+from tests.support import vcluster_chart
+from tests.support.flux_manifests import NAMESPACE as FLUX_NAMESPACE
+from tests.support.flux_manifests import controller_deployments, flux_crds
+from tests.support.flux_standin import Cluster, Flux
+from tests.support.kube_admission import UserInfo
+from tests.support.kube_api import KubeApi, Obj, Resource, Target, now_text, secret_data
 from tests.support.kube_standin import _ssl_context, status
+from tests.support.kube_validation import statefulset_pod_refusal
 from tests.support.pki import CertificateAuthority, KeyPair
 from tests.support.ports import HeldPort
 
@@ -197,12 +253,32 @@ class VClusterApi(KubeApi):
         name: str,
         url: str,
         ca: CertificateAuthority,
+        git_version: str = "v1.31.2",
     ) -> None:
-        super().__init__(loop=loop, ready_delay_s=ready_delay_s, namespaces=VCLUSTER_NAMESPACES)
+        super().__init__(
+            loop=loop,
+            ready_delay_s=ready_delay_s,
+            namespaces=VCLUSTER_NAMESPACES,
+            git_version=git_version,
+        )
         self.namespace, self.name, self.url = namespace, name, url
         self.ca_pem = ca.pem
         self.admin = ca.issue("admin", server=False, groups=("system:masters",))
         self._admin_der = ssl.PEM_cert_to_DER_cert(self.admin.certificate_pem)
+        self.exported: list[tuple[str, str]] = []  # the kubeconfig Secrets its syncer wrote
+
+    def admin_certificate(self, pem: str) -> bool:
+        try:
+            return ssl.PEM_cert_to_DER_cert(pem) == self._admin_der
+        except ValueError:
+            return False
+
+    def issue_token(self, namespace: str, account: str, seconds: int) -> str:
+        """A TokenRequest token of a ServiceAccount, as the syncer asks for one."""
+        target = Target(self.resource("", "serviceaccounts"), namespace, account, "token")
+        issued = self._token_request(target, {"spec": {"expirationSeconds": seconds}})
+        token: str = issued["status"]["token"]
+        return token
 
     def authenticated(self, request: web.Request) -> bool:
         header = request.headers.get("Authorization", "")
@@ -214,7 +290,7 @@ class VClusterApi(KubeApi):
 
 
 class HostApi(KubeApi):
-    """The host's API server: starts a vCluster when its StatefulSet is ready."""
+    """The host's API server: starts a vCluster when its control plane is ready."""
 
     def __init__(self, standin: HostStandIn, **options: Any) -> None:
         super().__init__(**options)
@@ -222,32 +298,94 @@ class HostApi(KubeApi):
 
     def _became_ready(self, resource: Resource, obj: Obj) -> None:
         namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
-        if resource.kind == "StatefulSet" and namespace.startswith("cs-"):
-            vcluster = self.standin._start_vcluster(namespace, name)
-            secret = f"vc-{name}"
-            if self._find(self.resource("", "secrets"), namespace, secret) is None:
-                self._put(
-                    self.resource("", "secrets"),
-                    {
-                        "metadata": {"name": secret, "namespace": namespace},
-                        "type": "Opaque",
-                        "data": secret_data(
-                            {
-                                "config": vcluster_kubeconfig(vcluster.ca_pem, vcluster.admin),
-                                "certificate-authority": vcluster.ca_pem,
-                                "client-certificate": vcluster.admin.certificate_pem,
-                                "client-key": vcluster.admin.key_pem,
-                            }
-                        ),
-                    },
-                )
+        if chart_release(obj) == name:
+            self.standin._start_chart_vcluster(namespace, name)
+        elif resource.kind == "StatefulSet" and namespace.startswith("cs-"):
+            self._start_legacy_vcluster(namespace, name)
+
+    def _start_legacy_vcluster(self, namespace: str, name: str) -> None:
+        """Legacy: spacedock's own raw StatefulSet (issue 22 replaces it with the chart;
+        delete this path with the reconciler's raw templates)."""
+        vcluster = self.standin._start_vcluster(namespace, name)
+        secret = f"vc-{name}"
+        if self._find(self.resource("", "secrets"), namespace, secret) is None:
+            self._put(
+                self.resource("", "secrets"),
+                {
+                    "metadata": {"name": secret, "namespace": namespace},
+                    "type": "Opaque",
+                    "data": secret_data(
+                        {
+                            "config": vcluster_kubeconfig(vcluster.ca_pem, vcluster.admin),
+                            "certificate-authority": vcluster.ca_pem,
+                            "client-certificate": vcluster.admin.certificate_pem,
+                            "client-key": vcluster.admin.key_pem,
+                        }
+                    ),
+                },
+            )
+
+    def _after_write(self, resource: Resource, obj: Obj, existing: Obj | None) -> None:
+        super()._after_write(resource, obj, existing)
+        if resource.kind == "StatefulSet" and existing is None:
+            refusal = statefulset_pod_refusal(obj)
+            if refusal is not None:
+                self._record_failed_create(obj, refusal)
+
+    def _record_failed_create(self, statefulset: Obj, refusal: str) -> None:
+        """The StatefulSet controller cannot make pod 0: an Event says why, and the
+        StatefulSet never gets ready."""
+        meta = statefulset["metadata"]
+        self.stall(f"{meta['namespace']}/{meta['name']}")
+        event_name = f"{meta['name']}.{secrets.token_hex(8)}"
+        self._put(
+            self.resource("", "events"),
+            {
+                "metadata": {"name": event_name, "namespace": meta["namespace"]},
+                "involvedObject": {
+                    "kind": "StatefulSet",
+                    "namespace": meta["namespace"],
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "apiVersion": "apps/v1",
+                },
+                "reason": "FailedCreate",
+                "message": f"create Pod {meta['name']}-0 in StatefulSet {meta['name']} failed "
+                f"error: {refusal}",
+                "type": "Warning",
+                "source": {"component": "statefulset-controller"},
+                "count": 1,
+                "firstTimestamp": now_text(),
+                "lastTimestamp": now_text(),
+            },
+        )
 
     def _after_delete(self, resource: Resource, obj: Obj) -> None:
         super()._after_delete(resource, obj)
-        if resource.kind == "StatefulSet":
-            self.standin.vclusters.pop(
-                (obj["metadata"]["namespace"], obj["metadata"]["name"]), None
-            )
+        namespace, name = obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+        if resource.kind in ("StatefulSet", "Deployment") and (
+            resource.kind == "StatefulSet" or chart_release(obj) == name
+        ):
+            self.standin._stop_vcluster(namespace, name)
+
+
+def chart_release(workload: Obj) -> str | None:
+    """The release of a vCluster chart's control plane, or None for any other object."""
+    meta = workload.get("metadata") or {}
+    if not str((meta.get("labels") or {}).get("chart", "")).startswith("vcluster-"):
+        return None
+    return (meta.get("annotations") or {}).get("meta.helm.sh/release-name")
+
+
+def install_flux(api: KubeApi, controllers: Iterable[str]) -> None:
+    """Flux as installed on a cluster: its CRDs, and its controllers' Deployments in
+    flux-system (ready after the usual delay)."""
+    crds = api.resource("apiextensions.k8s.io", "customresourcedefinitions")
+    for crd in flux_crds():
+        api._put(crds, crd)
+    api._put(api.resource("", "namespaces"), {"metadata": {"name": FLUX_NAMESPACE}})
+    for deployment in controller_deployments(names=tuple(controllers)):
+        api._put(api.resource("apps", "deployments"), deployment)
 
 
 class HostStandIn:
@@ -257,6 +395,7 @@ class HostStandIn:
         token: str = "host-token",
         ready_delay_s: float = 0.05,
         nodes: Iterable[tuple[str, str]] = DEFAULT_NODES,
+        flux: bool = True,
     ) -> None:
         self.ca = CertificateAuthority("host-cluster-ca")
         self.vcluster_ca = CertificateAuthority("vcluster-ca")
@@ -274,6 +413,10 @@ class HostStandIn:
         self.vclusters: dict[tuple[str, str], VClusterApi] = {}
         self.set_nodes(nodes)
         self._servers: dict[str, _Server] = {}
+        self.flux = Flux(self._loop, self._cluster_of)
+        if flux:
+            install_flux(self.api, ("source-controller", "kustomize-controller", "helm-controller"))
+        self.flux.attach(self.api, installed=flux)
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> HostStandIn:
@@ -367,11 +510,12 @@ class HostStandIn:
             self._call(server.open())
 
     def heal(self) -> None:
-        """Every switch off, on the host and in every vCluster."""
+        """Every switch off, on the host, in every vCluster and in Flux."""
         self.listen()
         self.api.heal()
         for vcluster in list(self.vclusters.values()):
             vcluster.heal()
+        self.flux.heal()
 
     # -- internals -------------------------------------------------------
     def _call(self, coroutine: Any) -> Any:
@@ -388,7 +532,9 @@ class HostStandIn:
         self._servers[name] = _Server(runner, port, context)
         await self._servers[name].open()
 
-    def _start_vcluster(self, namespace: str, name: str) -> VClusterApi:
+    def _start_vcluster(
+        self, namespace: str, name: str, git_version: str = "v1.31.2"
+    ) -> VClusterApi:
         key = (namespace, name)
         if key not in self.vclusters:
             self.vclusters[key] = VClusterApi(
@@ -398,8 +544,152 @@ class HostStandIn:
                 name=name,
                 url=self.vcluster_url(namespace, name),
                 ca=self.vcluster_ca,
+                git_version=git_version,
             )
+            self.flux.attach(self.vclusters[key], installed=False)
         return self.vclusters[key]
+
+    def _stop_vcluster(self, namespace: str, name: str) -> None:
+        """The control plane is gone: its API ends, and with it what its syncer wrote."""
+        vcluster = self.vclusters.pop((namespace, name), None)
+        if vcluster is None:
+            return
+        self.flux.detach(vcluster)
+        secrets_of = self.api.resource("", "secrets")
+        for ns, secret in vcluster.exported:
+            if self.api._find(secrets_of, ns, secret) is not None:
+                self.api._remove(secrets_of, ns, secret)
+
+    def _start_chart_vcluster(self, namespace: str, release: str) -> None:
+        """The chart's control plane is up: the syncer reads its config and writes the
+        kubeconfig Secrets `exportKubeConfig` asks for."""
+        secrets_of = self.api.resource("", "secrets")
+        config = self.api._find(secrets_of, namespace, f"vc-config-{release}")
+        if config is None:
+            return
+        values = yaml.safe_load(base64.b64decode(config["data"]["config.yaml"])) or {}
+        vcluster = self._start_vcluster(
+            namespace, release, vcluster_chart.kubernetes_version(values)
+        )
+        for target in vcluster_chart.export_targets(values, release, namespace):
+            token = self._export_token(vcluster, target.service_account)
+            config_text = vcluster_chart.kubeconfig(
+                target,
+                vcluster.ca_pem,
+                vcluster.admin.certificate_pem,
+                vcluster.admin.key_pem,
+                token,
+            )
+            if self.api._namespace(target.namespace) is None:
+                continue  # the syncer retries until the namespace exists
+            existing = self.api._find(secrets_of, target.namespace, target.name)
+            secret = {
+                "metadata": {
+                    "name": target.name,
+                    "namespace": target.namespace,
+                    "labels": {"app": "vcluster", "vcluster-name": release},
+                },
+                "type": "Opaque",
+                "data": secret_data(
+                    {
+                        "config": config_text,
+                        "certificate-authority": vcluster.ca_pem,
+                        "client-certificate": vcluster.admin.certificate_pem,
+                        "client-key": vcluster.admin.key_pem,
+                        "token": token,
+                    }
+                ),
+            }
+            if existing is None or existing.get("data") != secret["data"]:
+                self.api._put(secrets_of, secret, existing)
+            if (target.namespace, target.name) not in vcluster.exported:
+                vcluster.exported.append((target.namespace, target.name))
+
+    @staticmethod
+    def _export_token(vcluster: VClusterApi, account: dict[str, Any]) -> str:
+        """`exportKubeConfig.serviceAccount`: a token of that account (made if missing,
+        bound to its clusterRole) instead of the admin certificate."""
+        name = account.get("name")
+        if not name:
+            return ""
+        namespace = account.get("namespace") or "kube-system"
+        accounts = vcluster.resource("", "serviceaccounts")
+        if vcluster._find(accounts, namespace, name) is None:
+            vcluster._put(accounts, {"metadata": {"name": name, "namespace": namespace}})
+        role = account.get("clusterRole")
+        if role:
+            vcluster._put(
+                vcluster.resource("rbac.authorization.k8s.io", "clusterrolebindings"),
+                {
+                    "metadata": {"name": f"vcluster-sa-{namespace}-{name}"},
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "ClusterRole",
+                        "name": role,
+                    },
+                    "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+                },
+            )
+        return vcluster.issue_token(namespace, name, 10 * 365 * 24 * 3600)
+
+    def _cluster_of(self, kubeconfig: dict[str, Any]) -> Cluster | str:
+        """The cluster of this stand-in a kubeconfig reaches, as Flux's client would:
+        its server, then its CA, then its credential; else the client's error."""
+        contexts = {c.get("name"): c.get("context") or {} for c in kubeconfig.get("contexts") or []}
+        context = contexts.get(kubeconfig.get("current-context"), {})
+        clusters = {c.get("name"): c.get("cluster") or {} for c in kubeconfig.get("clusters") or []}
+        users = {u.get("name"): u.get("user") or {} for u in kubeconfig.get("users") or []}
+        cluster = clusters.get(context.get("cluster"), {})
+        user = users.get(context.get("user"), {})
+        server = str(cluster.get("server") or "")
+        if not server:
+            return "invalid configuration: no configuration has been provided"
+        parts = urlsplit(server)
+        probe = f'Get "{server.rstrip("/")}/api?timeout=32s"'
+        host = parts.hostname or ""
+        if host not in ("127.0.0.1", "localhost"):
+            return f"{probe}: dial tcp: lookup {host}: no such host"
+        port = parts.port or 443
+        target: KubeApi | None = None
+        ca_pem = ""
+        if port == self.port and "host" in self._servers and self._servers["host"].site:
+            target, ca_pem = self.api, self.ca.pem
+        elif port == self.vcluster_port and self._servers["vclusters"].site:
+            namespace, _, rest = parts.path.strip("/").partition("/")
+            target = self.vclusters.get((namespace, rest.partition("/")[0]))
+            ca_pem = self.vcluster_ca.pem
+            if target is None:
+                return f"{probe}: the server is currently unable to handle the request"
+        if target is None:
+            return f"{probe}: dial tcp 127.0.0.1:{port}: connect: connection refused"
+        if not cluster.get("insecure-skip-tls-verify"):
+            given = base64.b64decode(cluster.get("certificate-authority-data") or "").decode(
+                errors="replace"
+            )
+            if given.strip() != ca_pem.strip():
+                return (
+                    f"{probe}: tls: failed to verify certificate: x509: certificate signed by "
+                    "unknown authority"
+                )
+        token = user.get("token")
+        if token:
+            issued = target.tokens.get(token)
+            if target.token_valid(token) and issued is not None:
+                return Cluster(
+                    target,
+                    UserInfo.service_account(issued.namespace, issued.service_account, issued.uid),
+                )
+            if target is self.api and token in self.tokens:
+                return Cluster(target, UserInfo("cluster-admin", groups=("system:masters",)))
+            return "Unauthorized"
+        certificate = base64.b64decode(user.get("client-certificate-data") or "").decode(
+            errors="replace"
+        )
+        if isinstance(target, VClusterApi) and target.admin_certificate(certificate):
+            return Cluster(
+                target, UserInfo("admin", groups=("system:masters", "system:authenticated"))
+            )
+        return "Unauthorized"
 
     def _host_authenticated(self, request: web.Request) -> bool:
         header = request.headers.get("Authorization", "")

@@ -1,14 +1,20 @@
 """A generic Kubernetes API as the host and vCluster stand-ins serve it.
 
-Any object kind is stored under its API path (core `/api/v1/...` and
-`/apis/{group}/{version}/...`, namespaced and cluster-scoped, CRD-defined kinds
-and kinds it has never heard of alike), with discovery, label and field
-selectors, server-side apply, `Status` error bodies, and the server-side
-behaviour the CloudSpace reconciler relies on: StatefulSets and Deployments
-that become ready after a delay, CRDs that become Established, LimitRange
-defaults and ResourceQuota admission for pods, TokenRequest, namespaces that
-delete their content and may linger in Terminating. Every call is counted per
-verb and object, every object creation per object.
+Any object kind a built-in or a CRD declares is stored under its API path (core
+`/api/v1/...` and `/apis/{group}/{version}/...`, namespaced and cluster-scoped), with
+discovery, label and field selectors, server-side apply, dry runs, the `status` and
+`scale` subresources, `Status` error bodies, and the server-side behaviour the
+CloudSpace reconciler relies on: StatefulSets and Deployments that become ready after a
+delay, CRDs that become Established, TokenRequest, namespaces that delete their content
+and may linger in Terminating. Every call is counted per verb and object, every object
+creation per object.
+
+A write goes through what a real API server does, in its order: decoding (unknown
+fields: kube_validation.py), mutating admission (LimitRange defaults), validation
+(names, labels, the kind's schema: kube_validation.py), validating webhooks
+(kube_admission.py), ResourceQuota admission (kube_quota.py), then storage. Controllers
+in the same process (flux_standin.py) send their requests through `serve()`, the same
+way as HTTP clients do.
 
 It knows nothing of sockets or threads: host_standin.py serves one `KubeApi`
 for the host and one per vCluster, all on one event loop in a background
@@ -27,22 +33,50 @@ import secrets
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import yaml
 from aiohttp import web
+from multidict import CIMultiDict
 
+from tests.support import strategic_merge
+from tests.support.kube_admission import (
+    Attributes,
+    UserInfo,
+    WebhookCall,
+    admit,
+    configuration_errors,
+)
+from tests.support.kube_paging import BadContinue, page_of
 from tests.support.kube_quota import apply_limit_range_defaults, quota_refusal, quota_status
-from tests.support.kube_standin import DNS_LABEL, _matches, status
+from tests.support.kube_standin import _matches
+from tests.support.kube_validation import (
+    CrdSchema,
+    FieldError,
+    Invalid,
+    builtin_schemas,
+    crd_schema,
+    invalid_value,
+    metadata_errors,
+    object_meta_fields,
+    prune,
+    strict_decoding_failure,
+    typed_patch_failure,
+    unknown_field_warning,
+)
 
 Obj = dict[str, Any]
 T = TypeVar("T")
 
 APPLY_TYPES = ("application/apply-patch+yaml", "application/apply-patch+json")
-MERGE_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+NO_STRATEGIC_MERGE = (
+    "the body of the request was in an unknown format - accepted media types include: "
+    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+)
 JSON_PATCH = "application/json-patch+json"
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 MIN_TOKEN_SECONDS = 600  # the API server refuses shorter TokenRequests
 TERMINATING_CONFLICT = (
@@ -70,6 +104,7 @@ class Resource:
     namespaced: bool
     subresources: tuple[str, ...] = ("status",)
     short_names: tuple[str, ...] = ()
+    read_only: bool = False  # an aggregated API that only serves reads (metrics.k8s.io)
 
     @property
     def api_version(self) -> str:
@@ -81,16 +116,11 @@ class Resource:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
     def discovery(self) -> list[Obj]:
-        verbs = [
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch",
-        ]
+        verbs = (
+            ["get", "list"]
+            if self.read_only
+            else ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+        )
         entries: list[Obj] = [
             {
                 "name": self.plural,
@@ -147,6 +177,18 @@ def _builtin() -> list[Resource]:
         r("apps", "v1", "deployments", "Deployment", True, ("status", "scale"), ("deploy",)),
         r("apps", "v1", "daemonsets", "DaemonSet", True, ("status",), ("ds",)),
         r("apps", "v1", "replicasets", "ReplicaSet", True, ("status", "scale"), ("rs",)),
+        r("batch", "v1", "jobs", "Job", True, ("status",)),
+        r("batch", "v1", "cronjobs", "CronJob", True, ("status",), ("cj",)),
+        r(
+            "autoscaling",
+            "v2",
+            "horizontalpodautoscalers",
+            "HorizontalPodAutoscaler",
+            True,
+            ("status",),
+            ("hpa",),
+        ),
+        r("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True, ()),
         r("rbac.authorization.k8s.io", "v1", "roles", "Role", True, ()),
         r("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, ()),
         r("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, ()),
@@ -192,6 +234,12 @@ def _builtin() -> list[Resource]:
     ]
 
 
+# metrics-server's aggregated API (kubectl top): read only, and served only once installed.
+METRICS_PODS = Resource(
+    "metrics.k8s.io", "v1beta1", "pods", "PodMetrics", True, (), (), read_only=True
+)
+
+
 @dataclass(frozen=True)
 class Call:
     """One API call: `verb` is get, list, create, update, patch, apply, delete,
@@ -232,12 +280,112 @@ class Target:
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, reason: str, message: str) -> None:
+    """A refusal, answered as a `Status` body (`body` when the caller built it whole)."""
+
+    def __init__(self, code: int, reason: str, message: str, body: Obj | None = None) -> None:
         super().__init__(message)
-        self.code, self.reason, self.message = code, reason, message
+        self.code, self.reason, self.message, self.body = code, reason, message, body
+
+    def status(self) -> Obj:
+        if self.body is not None:
+            return self.body
+        found: Obj = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "code": self.code,
+        }
+        if self.reason:
+            found["reason"] = self.reason
+        return found
 
     def response(self) -> web.Response:
-        return status(self.code, self.reason, self.message)
+        return web.json_response(self.status(), status=self.code)
+
+
+def refused(invalid: Invalid) -> ApiError:
+    return ApiError(422, "Invalid", invalid.message, invalid.status())
+
+
+@dataclass(frozen=True)
+class WriteMode:
+    store: bool  # False: computed for admission or a dry run, never kept
+    quota: bool  # ResourceQuota admission runs (after the webhooks)
+
+
+ADMIT = WriteMode(store=False, quota=False)
+DRY_RUN = WriteMode(store=False, quota=True)
+COMMIT = WriteMode(store=True, quota=True)
+
+
+@dataclass
+class Write:
+    """One write's mode, its fieldValidation, and the warnings it earns."""
+
+    mode: WriteMode
+    validation: str = "Warn"
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Written:
+    """What a write made: the new object (None when deleted), the old one, and what the
+    call answers when that is not the object (a Scale, a terminating namespace)."""
+
+    obj: Obj | None
+    old: Obj | None
+    created: bool = False
+    kind: tuple[str, str, str] | None = None  # of `obj`, when not the resource's own
+    shown: Obj | None = None
+
+    @property
+    def result(self) -> Obj:
+        if self.shown is not None:
+            return self.shown
+        return self.obj or self.old or {}
+
+
+@dataclass
+class ApiRequest:
+    """One request, from HTTP or from a controller in the process."""
+
+    method: str
+    path: str
+    query: dict[str, str] = field(default_factory=dict)
+    content_type: str = "application/json"
+    body: bytes = b""
+    user: UserInfo = field(
+        default_factory=lambda: UserInfo("system:admin", groups=("system:masters",))
+    )
+
+
+@dataclass
+class Answer:
+    code: int
+    body: Obj
+    warnings: list[str] = field(default_factory=list)
+
+
+def _scale_of(workload: Obj) -> Obj:
+    """The autoscaling/v1 Scale of a Deployment, StatefulSet or ReplicaSet."""
+    meta = workload["metadata"]
+    selector = ((workload.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            key: meta[key]
+            for key in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            if key in meta
+        },
+        "spec": {"replicas": (workload.get("spec") or {}).get("replicas", 1)},
+        "status": {
+            "replicas": (workload.get("status") or {}).get("replicas", 0),
+            "selector": ",".join(f"{k}={v}" for k, v in sorted(selector.items())),
+        },
+    }
 
 
 def _jwt(claims: Obj) -> str:
@@ -286,7 +434,15 @@ def _merge(base: Obj, patch: Obj, *, drop_nulls: bool) -> Obj:
     return base
 
 
-def _json_patch(obj: Obj, operations: list[Obj]) -> Obj:
+def _json_patch(obj: Obj, operations: Any) -> Obj:
+    if not isinstance(operations, list) or not all(
+        isinstance(op, dict) and isinstance(op.get("path"), str) for op in operations
+    ):
+        raise ApiError(
+            400,
+            "BadRequest",
+            "json: cannot unmarshal object into Go value of type jsonpatch.Patch",
+        )
     for op in operations:
         keys = [k.replace("~1", "/").replace("~0", "~") for k in op["path"].split("/")[1:]]
         parent: Any = obj
@@ -336,6 +492,12 @@ class KubeApi:
         self.loop = loop
         self.ready_delay_s = ready_delay_s
         self.git_version = git_version
+        self.schemas = builtin_schemas(git_version)
+        self._meta_fields = object_meta_fields(self.schemas.version)
+        self._crd_schemas: dict[tuple[str, str, str], CrdSchema] = {}
+        self.webhook_calls: list[WebhookCall] = []
+        self.listeners: list[Callable[[], None]] = []  # told of every change
+        self.deletion_listeners: list[Callable[[Resource, Obj], None]] = []
         self.resources: dict[tuple[str, str, str], Resource] = {}
         for resource in _builtin():
             self._register(resource)
@@ -345,6 +507,10 @@ class KubeApi:
         self._calls: Counter[Call] = Counter()
         self._creations: Counter[str] = Counter()
         self._apply_faults: list[ApplyFault] = []
+        # Applies that wait before they are answered (`hold_applies`), and how many wait now.
+        self._holds: list[ApplyFault] = []
+        self._held = 0
+        self._holds_released = asyncio.Event()
         self._stalled: set[str] = set()
         self._linger: tuple[str, str] | None = None
         self.tokens: dict[str, IssuedToken] = {}
@@ -422,6 +588,39 @@ class KubeApi:
 
         return self._sync(stored)
 
+    def remove(self, plural: str, name: str, namespace: str = "", group: str = "") -> None:
+        """Delete an object as a controller would (not counted; no admission)."""
+
+        def removed() -> None:
+            if self._find(self.resource(group, plural), namespace, name) is not None:
+                self._remove(self.resource(group, plural), namespace, name)
+
+        self._sync(removed)
+
+    def serve_metrics(self) -> None:
+        """metrics-server is installed: metrics.k8s.io/v1beta1 serves PodMetrics, read
+        only, as `set_pod_metrics` gives them (the stand-in runs no containers to measure)."""
+        self._sync(lambda: self._register(METRICS_PODS))
+
+    def set_pod_metrics(self, namespace: str, pod: str, usage: dict[str, tuple[str, str]]) -> None:
+        """What metrics-server reports for a pod: {container: (cpu, memory)}, e.g.
+        {"web": ("12m", "40Mi")}. Gone with the pod."""
+
+        def stored() -> None:
+            self._objects(METRICS_PODS)[(namespace, pod)] = {
+                "kind": "PodMetrics",
+                "apiVersion": METRICS_PODS.api_version,
+                "metadata": {"name": pod, "namespace": namespace, "creationTimestamp": now_text()},
+                "timestamp": now_text(),
+                "window": "30s",
+                "containers": [
+                    {"name": name, "usage": {"cpu": cpu, "memory": memory}}
+                    for name, (cpu, memory) in usage.items()
+                ],
+            }
+
+        self._sync(stored)
+
     def fail_apply(
         self,
         *,
@@ -433,6 +632,29 @@ class KubeApi:
         """The next `times` server-side applies (of that kind and/or name, if
         given; every one until `heal()` if times is None) answer `code`."""
         self._sync(lambda: self._apply_faults.append(ApplyFault(code, kind, name, times)))
+
+    def hold_applies(self, *, kind: str | None = None, name: str | None = None) -> None:
+        """A slow API server: server-side applies of that kind and/or name wait, unanswered
+        and not yet done, until `release_applies()` (or `heal()`); then each is done as
+        usual, whether or not its client is still there, as a real server finishes a
+        request it has read."""
+
+        def held() -> None:
+            self._holds.append(ApplyFault(0, kind, name, None))
+            self._holds_released.clear()
+
+        self._sync(held)
+
+    def applies_held(self) -> int:
+        """How many applies wait on a hold now."""
+        return self._sync(lambda: self._held)
+
+    def release_applies(self) -> None:
+        def released() -> None:
+            self._holds.clear()
+            self._holds_released.set()
+
+        self._sync(released)
 
     def stall(self, name: str) -> None:
         """StatefulSets and Deployments called `name` (or `namespace/name`) never get ready."""
@@ -481,6 +703,8 @@ class KubeApi:
 
         def healed() -> None:
             self._apply_faults.clear()
+            self._holds.clear()
+            self._holds_released.set()
             self._stalled.clear()
             self._schedule_all_workloads()
 
@@ -528,77 +752,229 @@ class KubeApi:
     # -- HTTP --------------------------------------------------------------
     async def handle(self, request: web.Request, path: str) -> web.StreamResponse:
         """Answer one request whose API path (after any routing prefix) is `path`."""
-        try:
-            return await self._handle(request, path)
-        except ApiError as error:
-            return error.response()
+        answer = await self.serve(
+            ApiRequest(
+                request.method,
+                path,
+                dict(request.query),
+                request.content_type,
+                await request.read(),
+                self.user_of(request),
+            )
+        )
+        headers = CIMultiDict[str]()
+        for warning in answer.warnings:
+            headers.add("Warning", warning)
+        return web.json_response(answer.body, status=answer.code, headers=headers)
 
-    async def _handle(self, request: web.Request, path: str) -> web.StreamResponse:
-        path = "/" + path.strip("/")
+    async def serve(self, request: ApiRequest) -> Answer:
+        """Answer one request, over HTTP or from a controller in the same process."""
+        try:
+            return await self._handle(request)
+        except ApiError as error:
+            return Answer(error.code, error.status())
+
+    def user_of(self, request: web.Request) -> UserInfo:
+        """Who sent a request: a ServiceAccount for a token this server issued, the
+        certificate's CN and O for a client certificate, else the host's admin."""
+        header = request.headers.get("Authorization", "")
+        if header.startswith("Bearer "):
+            issued = self.tokens.get(header[7:])
+            if issued is not None:
+                return UserInfo.service_account(
+                    issued.namespace, issued.service_account, issued.uid
+                )
+            return UserInfo("cluster-admin", groups=("system:masters", "system:authenticated"))
+        transport = request.transport
+        tls = transport.get_extra_info("ssl_object") if transport is not None else None
+        subject = (tls.getpeercert() or {}).get("subject", ()) if tls is not None else ()
+        names = [(key, value) for rdn in subject for key, value in rdn]
+        common = next((v for k, v in names if k == "commonName"), "system:anonymous")
+        groups = tuple(v for k, v in names if k == "organizationName")
+        return UserInfo(common, groups=(*groups, "system:authenticated"))
+
+    async def _handle(self, request: ApiRequest) -> Answer:
+        path = "/" + request.path.strip("/")
         discovered = self._discovery(path)
         if discovered is not None:
             self._calls[Call("discovery", path)] += 1
-            return web.json_response(discovered)
-        body = await request.read()
-        target = self._target(path, request.method, body)
+            return Answer(200, discovered)
+        body = request.body
+        target = self._target(path)
         if request.query.get("watch") in ("true", "1"):
             raise ApiError(405, "MethodNotAllowed", "the stand-in does not serve watches")
         method = request.method
         if target.subresource == "token" and target.resource.plural == "serviceaccounts":
             self._calls[Call("create", "serviceaccounts/token", target.namespace, target.name)] += 1
-            return web.json_response(self._token_request(target, self._decode(body)), status=201)
+            return Answer(201, self._token_request(target, self._decode(body)))
         if target.subresource:
-            return await self._subresource(request, target, body)
-        if not target.name:
+            return await self._subresource(request, target)
+        resource, ns, name = target.resource, target.namespace, target.name
+        if resource.read_only and request.method != "GET":
+            raise ApiError(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+            )
+        qualified = resource.qualified
+        if not name:
             if method == "GET":
-                self._calls[Call("list", target.resource.qualified, target.namespace)] += 1
-                return web.json_response(self._list(target, request.query))
+                self._calls[Call("list", qualified, ns)] += 1
+                return Answer(200, self._list(target, request.query))
             if method == "POST":
                 obj = self._decode(body)
-                name = obj.get("metadata", {}).get("name") or (
-                    obj.get("metadata", {}).get("generateName", "") + secrets.token_hex(3)
-                    if obj.get("metadata", {}).get("generateName")
-                    else ""
+                meta = obj.setdefault("metadata", {}) if isinstance(obj, dict) else {}
+                if not meta.get("name") and meta.get("generateName"):
+                    meta["name"] = meta["generateName"] + secrets.token_hex(3)[:5]
+                self._calls[Call("create", qualified, ns, meta.get("name", ""))] += 1
+                named = Target(resource, ns, meta.get("name", ""), "")
+                written, warnings = await self._write(
+                    request,
+                    named,
+                    lambda write: self._create(resource, ns, copy.deepcopy(obj), write),
                 )
-                self._calls[Call("create", target.resource.qualified, target.namespace, name)] += 1
-                obj.setdefault("metadata", {})["name"] = name
-                return web.json_response(
-                    self._create(target.resource, target.namespace, obj), status=201
-                )
+                return Answer(201, written.result, warnings)
             if method == "DELETE":
-                self._calls[
-                    Call("deletecollection", target.resource.qualified, target.namespace)
-                ] += 1
-                for obj in self._list(target, request.query)["items"]:
-                    self._delete(target.resource, target.namespace, obj["metadata"]["name"])
-                return web.json_response(
-                    {"kind": "Status", "apiVersion": "v1", "status": "Success"}
+                self._calls[Call("deletecollection", qualified, ns)] += 1
+                warnings = []
+                for item in self._list(target, request.query)["items"]:
+                    one = Target(
+                        resource,
+                        ns or item["metadata"].get("namespace", ""),
+                        item["metadata"]["name"],
+                        "",
+                    )
+                    _, said = await self._write(request, one, self._deleting(one))
+                    warnings += said
+                return Answer(
+                    200, {"kind": "Status", "apiVersion": "v1", "status": "Success"}, warnings
                 )
             raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on a collection")
-        qualified, ns, name = target.resource.qualified, target.namespace, target.name
         if method == "GET":
             self._calls[Call("get", qualified, ns, name)] += 1
-            found = self._find(target.resource, ns, name)
+            found = self._find(resource, ns, name)
             if found is None:
-                raise not_found(target.resource, name)
-            return web.json_response(found)
+                raise not_found(resource, name)
+            return Answer(200, found)
         if method == "PUT":
             self._calls[Call("update", qualified, ns, name)] += 1
-            return web.json_response(self._replace(target, self._decode(body)))
+            obj = self._decode(body)
+            written, warnings = await self._write(
+                request, target, lambda write: self._replace(target, copy.deepcopy(obj), write)
+            )
+            return Answer(200, written.result, warnings)
         if method == "PATCH":
-            content_type = request.content_type
-            if content_type in APPLY_TYPES:
+            if request.content_type in APPLY_TYPES:
                 self._calls[Call("apply", qualified, ns, name)] += 1
+                await self._wait_if_held(resource.kind, name)
                 manager = request.query.get("fieldManager", "")
                 force = request.query.get("force") in ("true", "1")
-                obj, created = self._apply(target, self._decode(body), manager, force)
-                return web.json_response(obj, status=201 if created else 200)
+                config = self._decode(body)
+                written, warnings = await self._write(
+                    request,
+                    target,
+                    lambda write: self._apply(target, copy.deepcopy(config), manager, force, write),
+                )
+                return Answer(201 if written.created else 200, written.result, warnings)
             self._calls[Call("patch", qualified, ns, name)] += 1
-            return web.json_response(self._patch(target, content_type, body))
+            written, warnings = await self._write(
+                request,
+                target,
+                lambda write: self._patch(target, request.content_type, body, write),
+            )
+            return Answer(200, written.result, warnings)
         if method == "DELETE":
             self._calls[Call("delete", qualified, ns, name)] += 1
-            return web.json_response(self._delete(target.resource, ns, name))
+            written, warnings = await self._write(
+                request, target, lambda write: self._delete(resource, ns, name, write)
+            )
+            return Answer(200, written.result, warnings)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed")
+
+    async def _wait_if_held(self, kind: str, name: str) -> None:
+        if not any(hold.matches(kind, name) for hold in self._holds):
+            return
+        self._held += 1
+        try:
+            await asyncio.shield(self._holds_released.wait())
+        finally:
+            self._held -= 1
+
+    def _deleting(self, target: Target) -> Callable[[Write], Written]:
+        return lambda write: self._delete(target.resource, target.namespace, target.name, write)
+
+    async def _write(
+        self, request: ApiRequest, target: Target, compute: Callable[[Write], Written]
+    ) -> tuple[Written, list[str]]:
+        """A write through admission: computed once without storing for the webhooks
+        (when any is registered, or for a dry run), then for real."""
+        dry_run = request.query.get("dryRun") == "All"
+        validation = request.query.get("fieldValidation") or "Warn"
+        if validation not in ("Strict", "Warn", "Ignore"):
+            raise ApiError(
+                400,
+                "BadRequest",
+                f'fieldValidation must be one of "Ignore", "Warn", or "Strict", got {validation}',
+            )
+        warnings: list[str] = []
+        if dry_run or self._webhook_configurations():
+            probe = compute(Write(ADMIT, validation))
+            warnings += await self._call_webhooks(request, target, probe, dry_run)
+        final = Write(DRY_RUN if dry_run else COMMIT, validation)
+        written = compute(final)
+        return written, final.warnings + warnings
+
+    def _webhook_configurations(self) -> list[Obj]:
+        return list(
+            self._store.get(
+                ("admissionregistration.k8s.io", "validatingwebhookconfigurations"), {}
+            ).values()
+        )
+
+    async def _call_webhooks(
+        self, request: ApiRequest, target: Target, written: Written, dry_run: bool
+    ) -> list[str]:
+        resource = target.resource
+        if written.obj is None:
+            operation = "DELETE"
+        elif target.subresource or written.old is not None:
+            operation = "UPDATE"
+        else:
+            operation = "CREATE"
+        kind = written.kind or (resource.group, resource.version, resource.kind)
+        subject = written.obj or written.old or {}
+        name = (subject.get("metadata") or {}).get("name", target.name)
+        if resource.kind == "Namespace":
+            labels: dict[str, str] | None = (subject.get("metadata") or {}).get("labels") or {}
+        elif resource.namespaced:
+            namespace = self._namespace(target.namespace) or {}
+            labels = (namespace.get("metadata") or {}).get("labels") or {}
+        else:
+            labels = None
+        attributes = Attributes(
+            operation=operation,
+            group=resource.group,
+            version=resource.version,
+            resource=resource.plural,
+            subresource=target.subresource,
+            kind=kind,
+            namespaced=resource.namespaced,
+            namespace=target.namespace,
+            name=name,
+            obj=copy.deepcopy(written.obj),
+            old=copy.deepcopy(written.old),
+            user=request.user,
+            dry_run=dry_run,
+            field_manager=request.query.get("fieldManager", ""),
+        )
+        refusal, warnings = await admit(
+            self._webhook_configurations(), attributes, labels, self.webhook_calls
+        )
+        if refusal is not None:
+            raise ApiError(
+                refusal.code, str(refusal.status.get("reason", "")), refusal.message, refusal.status
+            )
+        return warnings
 
     @staticmethod
     def _decode(body: bytes) -> Any:
@@ -614,6 +990,8 @@ class KubeApi:
 
     # -- discovery ---------------------------------------------------------
     def _discovery(self, path: str) -> Obj | None:
+        if path.startswith("/openapi/v3"):
+            return self._openapi(path)
         parts = path.strip("/").split("/")
         if path in ("/version", "/version/"):
             return {
@@ -658,6 +1036,47 @@ class KubeApi:
             }
         return None
 
+    def _openapi(self, path: str) -> Obj | None:
+        """OpenAPI v3 as far as kubectl reads it: which PATCH operations take the
+        `fieldValidation` query parameter (every one here), so it validates server-side."""
+        if path == "/openapi/v3":
+            versions = sorted({r.api_version for r in self.resources.values()})
+            return {
+                "paths": {
+                    (f"apis/{v}" if "/" in v else f"api/{v}"): {
+                        "serverRelativeURL": f"/openapi/v3/{'apis' if '/' in v else 'api'}/{v}"
+                    }
+                    for v in versions
+                }
+            }
+        prefix = "/openapi/v3/"
+        if not path.startswith(prefix):
+            return None
+        wanted = path[len(prefix) :].removeprefix("apis/").removeprefix("api/")
+        served = [r for r in self.resources.values() if r.api_version == wanted]
+        if not served:
+            return None
+        parameter = {"name": "fieldValidation", "in": "query", "schema": {"type": "string"}}
+        paths = {
+            self.path_for(r, "{namespace}", "{name}"): {
+                "patch": {
+                    "x-kubernetes-group-version-kind": {
+                        "group": r.group,
+                        "version": r.version,
+                        "kind": r.kind,
+                    },
+                    "parameters": [parameter],
+                    "responses": {},
+                }
+            }
+            for r in served
+        }
+        return {
+            "openapi": "3.0.0",
+            "info": {"title": "Kubernetes", "version": self.git_version},
+            "paths": paths,
+        }
+
     def _groups(self) -> list[str]:
         return sorted({r.group for r in self.resources.values() if r.group})
 
@@ -667,7 +1086,7 @@ class KubeApi:
         return {"name": group, "versions": entries, "preferredVersion": dict(entries[-1])}
 
     # -- paths -------------------------------------------------------------
-    def _target(self, path: str, method: str, body: bytes) -> Target:
+    def _target(self, path: str) -> Target:
         parts = path.strip("/").split("/")
         if parts[0] == "api" and len(parts) >= 3:
             group, version, rest = "", parts[1], parts[2:]
@@ -681,13 +1100,6 @@ class KubeApi:
             namespace, rest = rest[1], rest[2:]
         plural, name, sub = rest[0], rest[1] if len(rest) > 1 else "", "/".join(rest[2:])
         resource = self.resources.get((group, version, plural))
-        if resource is None and method in ("POST", "PUT", "PATCH") and body:
-            # A kind never heard of: learn it from the object, as a CRD would declare it.
-            decoded = self._decode(body)
-            kind = decoded.get("kind") if isinstance(decoded, dict) else None
-            if isinstance(kind, str) and kind:
-                resource = Resource(group, version, plural, kind, bool(namespace), ())
-                self._register(resource)
         if resource is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if namespace and not resource.namespaced:
@@ -706,21 +1118,16 @@ class KubeApi:
             and _matches(obj["metadata"].get("labels") or {}, labels)
             and _field_matches(obj, fields)
         ]
+        try:
+            page, paging = page_of(items, query, self._revision, filtered=bool(labels or fields))
+        except BadContinue as error:
+            raise ApiError(400, "BadRequest", str(error)) from None
         return {
             "kind": f"{target.resource.kind}List",
             "apiVersion": target.resource.api_version,
-            "metadata": {"resourceVersion": str(self._revision)},
-            "items": items,
+            "metadata": {"resourceVersion": str(self._revision), **paging},
+            "items": page,
         }
-
-    def _check_name(self, resource: Resource, name: Any) -> None:
-        rule = DNS_LABEL if resource.plural in ("namespaces", "services") else DNS_SUBDOMAIN
-        if not isinstance(name, str) or not name or len(name) > 253 or not rule.match(name):
-            raise ApiError(
-                422,
-                "Invalid",
-                f'{resource.kind} "{name}" is invalid: metadata.name: Invalid value: "{name}"',
-            )
 
     def _check_namespace(self, resource: Resource, namespace: str, name: str) -> None:
         if not resource.namespaced:
@@ -747,20 +1154,26 @@ class KubeApi:
                 "the request",
             )
 
-    def _create(self, resource: Resource, namespace: str, obj: Obj) -> Obj:
-        name = obj.get("metadata", {}).get("name")
-        self._check_name(resource, name)
+    def _create(self, resource: Resource, namespace: str, obj: Obj, write: Write) -> Written:
+        if not isinstance(obj, dict):
+            raise ApiError(400, "BadRequest", "the body is not an object")
+        name = obj.get("metadata", {}).get("name") or ""
         self._check_same_namespace(resource, namespace, obj)
-        if self._find(resource, namespace, name) is not None:
+        if name and self._find(resource, namespace, name) is not None:
             raise ApiError(409, "AlreadyExists", f'{resource.qualified} "{name}" already exists')
-        self._check_namespace(resource, namespace, name)
+        if name:
+            self._check_namespace(resource, namespace, name)
         if "status" in resource.subresources:
             obj.pop("status", None)
-        obj.setdefault("metadata", {})["namespace"] = namespace
-        self._admit(resource, namespace, obj)
-        return self._put(resource, obj)
+        if resource.namespaced:
+            obj.setdefault("metadata", {})["namespace"] = namespace
+        self._mutate(resource, namespace, obj)
+        self._validate(resource, obj, write, creating=True)
+        if write.mode.quota:
+            self._quota(resource, namespace, obj)
+        return Written(self._put(resource, obj, store=write.mode.store), None, created=True)
 
-    def _replace(self, target: Target, obj: Obj) -> Obj:
+    def _replace(self, target: Target, obj: Obj, write: Write) -> Written:
         existing = self._find(target.resource, target.namespace, target.name)
         if existing is None:
             raise not_found(target.resource, target.name)
@@ -775,27 +1188,45 @@ class KubeApi:
             )
         if "status" in target.resource.subresources:
             obj["status"] = copy.deepcopy(existing.get("status"))
-        return self._put(target.resource, obj, existing)
+        self._validate(target.resource, obj, write, creating=False)
+        stored = self._put(target.resource, obj, existing, store=write.mode.store)
+        return Written(stored, existing)
 
-    def _patch(self, target: Target, content_type: str, body: bytes) -> Obj:
+    def _patch(self, target: Target, content_type: str, body: bytes, write: Write) -> Written:
         existing = self._find(target.resource, target.namespace, target.name)
         if existing is None:
             raise not_found(target.resource, target.name)
+        patched = self._patched(target.resource, existing, content_type, body)
+        if "status" in target.resource.subresources:
+            patched["status"] = copy.deepcopy(existing.get("status"))
+        self._validate(target.resource, patched, write, creating=False)
+        stored = self._put(target.resource, patched, existing, store=write.mode.store)
+        return Written(stored, existing)
+
+    def _patched(self, resource: Resource, existing: Obj, content_type: str, body: bytes) -> Obj:
+        """`existing` with a merge, strategic merge or JSON patch applied (not stored)."""
         patched = copy.deepcopy(existing)
-        if content_type in MERGE_TYPES:
-            _merge(patched, self._decode(body), drop_nulls=True)
-        elif content_type == JSON_PATCH:
-            _json_patch(patched, self._decode(body))
-        else:
+        if content_type == MERGE_PATCH:
+            return _merge(patched, self._decode(body), drop_nulls=True)
+        if content_type == JSON_PATCH:
+            return _json_patch(patched, self._decode(body))
+        if content_type != STRATEGIC_PATCH:
             raise ApiError(
                 415, "UnsupportedMediaType", f"the body of type {content_type} is unsupported"
             )
-        if "status" in target.resource.subresources:
-            patched["status"] = copy.deepcopy(existing.get("status"))
-        return self._put(target.resource, patched, existing)
+        schema = self.schemas.kind_schema(resource.api_version, resource.kind)
+        if self._crd_schema(resource) is not None or schema is None:
+            raise ApiError(415, "UnsupportedMediaType", NO_STRATEGIC_MERGE)
+        try:
+            return strategic_merge.apply(patched, self._decode(body), schema, self.schemas.resolve)
+        except strategic_merge.PatchError as error:
+            raise ApiError(400, "BadRequest", str(error)) from None
 
-    def _apply(self, target: Target, config: Obj, manager: str, force: bool) -> tuple[Obj, bool]:
+    def _apply(
+        self, target: Target, config: Obj, manager: str, force: bool, write: Write
+    ) -> Written:
         resource, namespace, name = target.resource, target.namespace, target.name
+        store = write.mode.store
         if not manager:
             raise ApiError(
                 422,
@@ -817,6 +1248,8 @@ class KubeApi:
         self._check_same_namespace(resource, namespace, config)
         for fault in self._apply_faults:
             if fault.matches(resource.kind, name) and fault.times != 0:
+                if not store:
+                    break
                 if fault.times is not None:
                     fault.times -= 1
                 raise ApiError(
@@ -826,6 +1259,9 @@ class KubeApi:
                 )
         config = copy.deepcopy(config)
         config.setdefault("metadata", {})["name"] = name
+        if resource.namespaced:
+            config["metadata"]["namespace"] = namespace
+        self._refuse_unknown_in_patch(resource, config)
         for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"):
             config["metadata"].pop(key, None)
         if "status" in resource.subresources:
@@ -834,13 +1270,15 @@ class KubeApi:
         fields = _leaf_paths({k: v for k, v in config.items() if k not in ("apiVersion", "kind")})
         existing = self._find(resource, namespace, name)
         if existing is None:
-            self._check_name(resource, name)
             self._check_namespace(resource, namespace, name)
-            config["metadata"]["namespace"] = namespace
-            self._admit(resource, namespace, config)
-            self._drop_ownership(resource, namespace, name)
-            self._owned[owned_key] = fields
-            return self._put(resource, config, manager=manager), True
+            self._mutate(resource, namespace, config)
+            self._validate(resource, config, write, creating=True)
+            if write.mode.quota:
+                self._quota(resource, namespace, config)
+            if store:
+                self._drop_ownership(resource, namespace, name)
+                self._owned[owned_key] = fields
+            return Written(self._put(resource, config, manager=manager, store=store), None, True)
         others = {
             key[4]: paths
             for key, paths in self._owned.items()
@@ -867,13 +1305,16 @@ class KubeApi:
             if isinstance(parent, dict):
                 parent.pop(path[-1], None)
         _merge(merged, config, drop_nulls=False)
-        for paths in others.values():
-            if force:
-                paths -= fields
-        self._owned[owned_key] = fields
+        self._validate(resource, merged, write, creating=False)
+        if store:
+            for paths in others.values():
+                if force:
+                    paths -= fields
+            self._owned[owned_key] = fields
         if self._same(merged, existing):
-            return existing, False
-        return self._put(resource, merged, existing, manager=manager), False
+            return Written(existing, existing)
+        stored = self._put(resource, merged, existing, manager=manager, store=store)
+        return Written(stored, existing)
 
     @staticmethod
     def _same(a: Obj, b: Obj) -> bool:
@@ -893,31 +1334,61 @@ class KubeApi:
         ]:
             del self._owned[key]
 
-    async def _subresource(self, request: web.Request, target: Target, body: bytes) -> web.Response:
+    async def _subresource(self, request: ApiRequest, target: Target) -> Answer:
         resource, ns, name = target.resource, target.namespace, target.name
         qualified = f"{resource.qualified}/{target.subresource}"
         existing = self._find(resource, ns, name)
         if existing is None:
             self._calls[Call(request.method.lower(), qualified, ns, name)] += 1
             raise not_found(resource, name)
+        scale = target.subresource == "scale"
         if request.method == "GET":
             self._calls[Call("get", qualified, ns, name)] += 1
-            return web.json_response(existing)
-        if target.subresource != "status" or request.method not in ("PUT", "PATCH"):
+            return Answer(200, _scale_of(existing) if scale else existing)
+        if target.subresource not in ("status", "scale") or request.method not in ("PUT", "PATCH"):
             raise ApiError(405, "MethodNotAllowed", f"{request.method} {qualified} is not served")
         verb = "update" if request.method == "PUT" else "patch"
         if request.content_type in APPLY_TYPES:
             verb = "apply"
         self._calls[Call(verb, qualified, ns, name)] += 1
-        given = self._decode(body).get("status") or {}
-        updated = copy.deepcopy(existing)
-        if request.method == "PUT":
-            updated["status"] = given
-        else:
-            _merge(updated.setdefault("status", {}), given, drop_nulls=True)
-        return web.json_response(self._put(resource, updated, existing))
+        given = self._decode(request.body)
 
-    def _delete(self, resource: Resource, namespace: str, name: str) -> Obj:
+        def compute(write: Write) -> Written:
+            current = self._find(resource, ns, name)
+            if current is None:
+                raise not_found(resource, name)
+            if scale:
+                return self._scale(resource, current, given, request.method == "PUT", write)
+            if request.method == "PUT":
+                updated = {**copy.deepcopy(current), "status": given.get("status") or {}}
+            else:
+                patched = self._patched(resource, current, request.content_type, request.body)
+                updated = {**copy.deepcopy(current), "status": patched.get("status") or {}}
+            self._validate_status(resource, updated, write)
+            return Written(self._put(resource, updated, current, store=write.mode.store), current)
+
+        written, warnings = await self._write(request, target, compute)
+        return Answer(200, written.result, warnings)
+
+    def _scale(
+        self, resource: Resource, current: Obj, given: Obj, replace: bool, write: Write
+    ) -> Written:
+        """The `scale` subresource: an autoscaling/v1 Scale in, spec.replicas out."""
+        old = _scale_of(current)
+        new = (
+            copy.deepcopy(given) if replace else _merge(copy.deepcopy(old), given, drop_nulls=True)
+        )
+        replicas = (new.get("spec") or {}).get("replicas", 0)
+        name = current["metadata"]["name"]
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            error = invalid_value("spec.replicas", replicas, "must be greater than or equal to 0")
+            raise refused(Invalid("Scale", "autoscaling", name, [error]))
+        updated = copy.deepcopy(current)
+        updated.setdefault("spec", {})["replicas"] = replicas
+        stored = self._put(resource, updated, current, store=write.mode.store)
+        return Written(_scale_of(stored), old, kind=("autoscaling", "v1", "Scale"))
+
+    def _delete(self, resource: Resource, namespace: str, name: str, write: Write) -> Written:
         found = self._find(resource, namespace, name)
         if found is None:
             raise not_found(resource, name)
@@ -928,10 +1399,15 @@ class KubeApi:
                     "Conflict",
                     f'Operation cannot be fulfilled on namespaces "{name}": {TERMINATING_CONFLICT}',
                 )
+            if not write.mode.store:
+                return Written(None, found, shown=found)
             self._empty_namespace(name)
             if self._linger is not None:
-                return self._terminate(found, *self._linger)
-        return self._remove(resource, namespace, name)
+                terminating = self._terminate(found, *self._linger)
+                return Written(None, found, shown=terminating)
+        if not write.mode.store:
+            return Written(None, found, shown=found)
+        return Written(None, found, shown=self._remove(resource, namespace, name))
 
     def _empty_namespace(self, namespace: str) -> None:
         for (group, plural), objects in list(self._store.items()):
@@ -977,11 +1453,136 @@ class KubeApi:
         }
         return self._put(self.resource("", "namespaces"), updated, namespace)
 
+    # -- validation ----------------------------------------------------------
+    def _crd_schema(self, resource: Resource) -> CrdSchema | None:
+        return self._crd_schemas.get((resource.group, resource.version, resource.plural))
+
+    def _unknown_fields(self, resource: Resource, obj: Obj) -> list[tuple[Any, ...]]:
+        crd = self._crd_schema(resource)
+        if crd is not None:
+            return crd.unknown_fields(obj)
+        return self.schemas.check(obj).unknown
+
+    def _refuse_unknown_in_patch(self, resource: Resource, config: Obj) -> None:
+        """Server-side apply types the patch against the schema: an unknown field fails it."""
+        body = {k: v for k, v in config.items() if k != "status"}
+        unknown = self._unknown_fields(resource, body)
+        if unknown:
+            raise ApiError(500, "", typed_patch_failure(config, unknown))
+
+    def _validate(self, resource: Resource, obj: Obj, write: Write, *, creating: bool) -> None:
+        """What the API server refuses or drops in an object about to be stored."""
+        obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
+        crd = self._crd_schema(resource)
+        body = {k: v for k, v in obj.items() if k != "status"}
+        schema_errors: list[FieldError] = []
+        if crd is not None:
+            unknown = crd.unknown_fields(body)
+        else:
+            findings = self.schemas.check(body)  # an unknown field breaks no other rule
+            unknown, schema_errors = findings.unknown, findings.errors
+        if unknown:
+            if write.validation == "Strict":
+                raise ApiError(400, "BadRequest", strict_decoding_failure(obj, unknown))
+            prune(obj, unknown)
+            if write.validation == "Warn":
+                write.warnings += unknown_field_warning(unknown)
+        name = (obj.get("metadata") or {}).get("name", "")
+        errors = metadata_errors(obj, creating=creating)
+        if crd is not None:
+            crd.apply_defaults(obj)
+            errors += crd.errors(obj)
+        errors += schema_errors
+        if resource.kind == "ValidatingWebhookConfiguration":
+            errors += configuration_errors(obj)
+        elif resource.kind == "CustomResourceDefinition" and not errors:
+            errors += self._crd_errors(obj)
+        if errors:
+            raise refused(Invalid(resource.kind, resource.group, str(name), errors))
+
+    def _validate_status(self, resource: Resource, obj: Obj, write: Write | None = None) -> None:
+        """A status write (a kubelet's, a controller's) against the kind's schema, status
+        included: unknown fields as for any write (a controller in this process: refused),
+        every other violation refused."""
+        write = write or Write(COMMIT, "Strict")
+        crd = self._crd_schema(resource)
+        if crd is None:
+            findings = self.schemas.check_with_status(obj)
+            if findings.unknown:
+                if write.validation == "Strict":
+                    raise ApiError(
+                        400, "BadRequest", strict_decoding_failure(obj, findings.unknown)
+                    )
+                prune(obj, findings.unknown)
+                if write.validation == "Warn":
+                    write.warnings += unknown_field_warning(findings.unknown)
+            errors = findings.errors
+        else:
+            errors = crd.errors(obj, with_status=True)
+        if errors:
+            name = obj["metadata"]["name"]
+            raise refused(Invalid(resource.kind, resource.group, name, errors))
+
+    def _crd_errors(self, crd: Obj) -> list[FieldError]:
+        """apiextensions/v1 wants a schema per version; the stand-in must be able to
+        evaluate every rule in it."""
+        errors: list[FieldError] = []
+        spec = crd.get("spec") or {}
+        for index, version in enumerate(spec.get("versions") or []):
+            at = f"spec.versions[{index}].schema.openAPIV3Schema"
+            schema = (version.get("schema") or {}).get("openAPIV3Schema")
+            if not isinstance(schema, dict):
+                errors.append(
+                    FieldError(at, "FieldValueRequired", "Required value: schemas are required")
+                )
+                continue
+            try:
+                CrdSchema(spec["names"]["kind"], spec.get("group", ""), schema, self._meta_fields)
+            except ValueError as error:
+                errors.append(FieldError(at, "FieldValueInvalid", f"Invalid value: {error}"))
+        return errors
+
+    # -- admission in the API server itself -----------------------------------
+    def _mutate(self, resource: Resource, namespace: str, obj: Obj) -> None:
+        """Mutating admission: LimitRange defaults for a new pod."""
+        if resource.kind != "Pod":
+            return
+        try:
+            apply_limit_range_defaults(obj, self._in_namespace("limitranges", namespace))
+        except ValueError as error:
+            raise ApiError(
+                422, "Invalid", f'Pod "{obj["metadata"]["name"]}" is invalid: {error}'
+            ) from None
+
+    def _quota(self, resource: Resource, namespace: str, obj: Obj) -> None:
+        """ResourceQuota admission, the last step: every quota of the namespace."""
+        if resource.kind != "Pod":
+            return
+        try:
+            refusal = quota_refusal(
+                obj,
+                self._in_namespace("resourcequotas", namespace),
+                self._in_namespace("pods", namespace),
+            )
+        except ValueError as error:
+            raise ApiError(
+                422, "Invalid", f'Pod "{obj["metadata"]["name"]}" is invalid: {error}'
+            ) from None
+        if refusal is not None:
+            raise ApiError(403, "Forbidden", refusal)
+
     # -- storage and behaviour ---------------------------------------------
     def _put(
-        self, resource: Resource, obj: Obj, existing: Obj | None = None, manager: str = ""
+        self,
+        resource: Resource,
+        obj: Obj,
+        existing: Obj | None = None,
+        manager: str = "",
+        *,
+        store: bool = True,
     ) -> Obj:
-        """Store a new state of an object, stamping metadata; behaviour follows."""
+        """Stamp metadata on a new state of an object and, unless `store` is false (a
+        state computed for admission or a dry run), store it; behaviour follows."""
         meta = obj.setdefault("metadata", {})
         name = meta["name"]
         namespace = meta.get("namespace", "") if resource.namespaced else ""
@@ -995,7 +1596,8 @@ class KubeApi:
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = now_text()
             meta["generation"] = 1
-            self._creations[self.ref(resource, namespace, name)] += 1
+            if store:
+                self._creations[self.ref(resource, namespace, name)] += 1
         else:
             for key in ("uid", "creationTimestamp", "generation", "managedFields"):
                 if key in existing["metadata"]:
@@ -1015,10 +1617,16 @@ class KubeApi:
                 }
             )
             meta["managedFields"] = entries
-        meta["resourceVersion"] = self._next_revision()
         self._defaults(resource, obj, existing)
+        if not store:
+            meta.pop("resourceVersion", None)
+            if existing is not None:
+                meta["resourceVersion"] = existing["metadata"]["resourceVersion"]
+            return obj
+        meta["resourceVersion"] = self._next_revision()
         self._objects(resource)[(namespace, name)] = obj
         self._after_write(resource, obj, existing)
+        self._changed()
         return obj
 
     def _remove(self, resource: Resource, namespace: str, name: str) -> Obj:
@@ -1027,7 +1635,31 @@ class KubeApi:
         if resource.plural == "namespaces" and not resource.group:
             self._empty_namespace(name)
         self._after_delete(resource, obj)
+        for listener in self.deletion_listeners:
+            listener(resource, obj)
+        self._changed()
         return obj
+
+    def _changed(self) -> None:
+        for listener in self.listeners:
+            listener()
+
+    @staticmethod
+    def path_for(resource: Resource, namespace: str = "", name: str = "", sub: str = "") -> str:
+        """The API path of an object (or collection) of a resource."""
+        path = (
+            f"/apis/{resource.group}/{resource.version}"
+            if resource.group
+            else f"/api/{resource.version}"
+        )
+        if resource.namespaced and namespace:
+            path += f"/namespaces/{namespace}"
+        path += f"/{resource.plural}"
+        if name:
+            path += f"/{name}"
+        if sub:
+            path += f"/{sub}"
+        return path
 
     def _defaults(self, resource: Resource, obj: Obj, existing: Obj | None) -> None:
         """What the API server and its controllers fill in."""
@@ -1059,6 +1691,10 @@ class KubeApi:
             obj["status"] = {"loadBalancer": ingress}
         elif kind == "ServiceAccount" and existing is None:
             obj.pop("secrets", None)
+        elif kind == "Secret" and obj.get("stringData"):
+            # stringData is write-only: the server merges it into data, base64-encoded.
+            encoded = secret_data({str(k): str(v) for k, v in obj.pop("stringData").items()})
+            obj["data"] = {**(obj.get("data") or {}), **encoded}
 
     def _after_write(self, resource: Resource, obj: Obj, existing: Obj | None) -> None:
         kind = resource.kind
@@ -1074,6 +1710,11 @@ class KubeApi:
     def _after_delete(self, resource: Resource, obj: Obj) -> None:
         if resource.kind == "Pod":
             self._refresh_quotas(obj["metadata"]["namespace"])
+            self._objects(METRICS_PODS).pop(
+                (obj["metadata"]["namespace"], obj["metadata"]["name"]), None
+            )
+        elif resource.kind == "CustomResourceDefinition":
+            self._unregister_crd(obj)
 
     def _register_crd(self, crd: Obj) -> None:
         spec = crd.get("spec", {})
@@ -1081,17 +1722,28 @@ class KubeApi:
         for version in spec.get("versions", []):
             if version.get("served", True):
                 subresources = tuple(version.get("subresources") or {})
-                self._register(
-                    Resource(
-                        spec["group"],
-                        version["name"],
-                        names["plural"],
-                        names["kind"],
-                        spec.get("scope", "Namespaced") == "Namespaced",
-                        subresources,
-                        tuple(names.get("shortNames") or ()),
-                    )
+                resource = Resource(
+                    spec["group"],
+                    version["name"],
+                    names["plural"],
+                    names["kind"],
+                    spec.get("scope", "Namespaced") == "Namespaced",
+                    subresources,
+                    tuple(names.get("shortNames") or ()),
                 )
+                self._register(resource)
+                schema = crd_schema(crd, version["name"], self._meta_fields)
+                if schema is not None:
+                    self._crd_schemas[(resource.group, resource.version, resource.plural)] = schema
+
+    def _unregister_crd(self, crd: Obj) -> None:
+        """A CRD deleted takes its kind and every object of it along."""
+        spec = crd.get("spec", {})
+        plural = (spec.get("names") or {}).get("plural", "")
+        for key in [k for k in self.resources if k[0] == spec.get("group") and k[2] == plural]:
+            del self.resources[key]
+            self._crd_schemas.pop(key, None)
+        self._store.pop((spec.get("group", ""), plural), None)
 
     # -- workloads ---------------------------------------------------------
     def _stalled_workload(self, obj: Obj) -> bool:
@@ -1222,24 +1874,6 @@ class KubeApi:
             for (ns, _), obj in sorted(self._objects(self.resource("", plural)).items())
             if ns == namespace
         ]
-
-    def _admit(self, resource: Resource, namespace: str, obj: Obj) -> None:
-        """Admission for a new pod: LimitRange defaults, then every ResourceQuota."""
-        if resource.kind != "Pod":
-            return
-        try:
-            apply_limit_range_defaults(obj, self._in_namespace("limitranges", namespace))
-            refusal = quota_refusal(
-                obj,
-                self._in_namespace("resourcequotas", namespace),
-                self._in_namespace("pods", namespace),
-            )
-        except ValueError as error:
-            raise ApiError(
-                422, "Invalid", f'Pod "{obj["metadata"]["name"]}" is invalid: {error}'
-            ) from None
-        if refusal is not None:
-            raise ApiError(403, "Forbidden", refusal)
 
     def _refresh_quotas(self, namespace: str) -> None:
         """The quota controller: `status.hard` mirrors the spec, `status.used` the pods."""

@@ -4,32 +4,21 @@ server's own refusal messages, and the quota controller's `status.used`.
 
 Pure functions over plain objects, so kube_api.py stays about storage and the
 rules here can be read against the real ones: quantities parse as Kubernetes
-quantities (`500m`, `1`, `0.5`, `512Mi`, `1Gi`, `1e3`) and print in the
-canonical form the API server writes.
+quantities (`500m`, `1`, `0.5`, `512Mi`, `1Gi`, `1e3`) with the product's own parser
+(core.cloudspaces.quantities, the API server's grammar) and print in the canonical form the API
+server writes.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Iterator
-from decimal import Decimal, InvalidOperation
 from typing import Any
+
+from core.cloudspaces.quantities import BINARY, parse_quantity
 
 Obj = dict[str, Any]
 
-QUANTITY = re.compile(
-    r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))"
-    r"(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$"
-)
-BINARY = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
-SUFFIXES = {
-    **{suffix: Decimal(2) ** (10 * power) for power, suffix in enumerate(BINARY, start=1)},
-    **{
-        suffix: Decimal(10) ** exponent
-        for suffix, exponent in zip("numkMGTPE", (-9, -6, -3, 3, 6, 9, 12, 15, 18), strict=True)
-    },
-}
 # The quota keys that count pods, and which container field each one sums
 # (None: the pod itself counts one).
 QUOTA_KEYS: dict[str, tuple[str, str] | None] = {
@@ -41,19 +30,6 @@ QUOTA_KEYS: dict[str, tuple[str, str] | None] = {
     "limits.memory": ("limits", "memory"),
     "pods": None,
 }
-
-
-def parse_quantity(text: object) -> Decimal:
-    """A Kubernetes quantity as a number; ValueError for anything else."""
-    match = QUANTITY.match(str(text).strip())
-    if match is None:
-        raise ValueError(f"quantities must match the regular expression: {text!r}")
-    try:
-        if match[2]:
-            return Decimal(match[1] + match[2])
-        return Decimal(match[1]) * SUFFIXES.get(match[3] or "", Decimal(1))
-    except InvalidOperation as error:
-        raise ValueError(f"not a quantity: {text!r}") from error
 
 
 def quantity_units(key: str, text: object) -> int:

@@ -11,6 +11,7 @@ from typing import Any
 from gql.graphql_request import GraphQLRequest
 
 from tests.support.graphql import GraphQL
+from tests.support.server import Server
 
 Received = asyncio.Queue[dict[str, Any] | Exception]
 WAIT_S = 40.0  # a bound on a wait, not a speed requirement
@@ -46,3 +47,18 @@ async def next_item(received: Received) -> dict[str, Any]:
     if isinstance(item, Exception):
         raise item
     return item
+
+
+async def subscribers(server: Server) -> float:
+    """Subscriptions the server streams to (the spacedock_event_subscribers gauge)."""
+    return await asyncio.to_thread(server.metric, "spacedock_event_subscribers")
+
+
+async def subscribers_reach(server: Server, count: float) -> None:
+    """Waits (bounded) until the server streams to at least `count` subscriptions: what is
+    published from then on reaches them."""
+    async with asyncio.timeout(WAIT_S):
+        while True:
+            if await subscribers(server) >= count:
+                return
+            await asyncio.sleep(0.02)

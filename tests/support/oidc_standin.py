@@ -3,12 +3,20 @@ ES256 key, key rotation, and tokens minted with any claims (or faults) a test wa
 
 It serves over HTTPS from a test CA (see https_standin); a spacedock server trusts it
 through `trust_env`. Tokens are signed by PyJWT with real keys from `cryptography`.
+
+Switches for hostile issuers: `jwks_uri` (what discovery names; default its own
+`/keys`), `discovery_redirect` (discovery answers 302 to it), `keys_body` (bytes served
+as the JWKS instead of the published keys), `cache_control` (the JWKS answer's header)
+and `hold_keys()` / `release_keys()` (JWKS requests hang until released;
+`keys_waiting` counts those hanging).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +68,24 @@ class OidcStandIn(HttpsStandIn):
         self.rsa = SigningKey.rsa()
         self.ec = SigningKey.ec()
         self.published = [self.rsa, self.ec]
+        self.jwks_uri: str | None = None
+        self.discovery_redirect: str | None = None
+        self.keys_body: bytes | None = None
+        self.cache_control: str | None = None
+        self.keys_waiting = 0
+        self._keys_released = threading.Event()
+        self._keys_released.set()
+
+    def hold_keys(self) -> None:
+        """JWKS requests from now on hang until `release_keys()`."""
+        self._keys_released.clear()
+
+    def release_keys(self) -> None:
+        self._keys_released.set()
+
+    def stop(self) -> None:
+        self.release_keys()
+        super().stop()
 
     @property
     def issuer(self) -> str:
@@ -104,16 +130,31 @@ class OidcStandIn(HttpsStandIn):
 
     def routes(self) -> list[web.RouteDef]:
         async def discovery(request: web.Request) -> web.Response:
+            if self.discovery_redirect is not None:
+                raise web.HTTPFound(self.discovery_redirect)
             return web.json_response(
                 {
                     "issuer": self.issuer,
-                    "jwks_uri": f"{self.issuer}/keys",
+                    "jwks_uri": self.jwks_uri or f"{self.issuer}/keys",
                     "id_token_signing_alg_values_supported": ["RS256", "ES256"],
                 }
             )
 
         async def keys(request: web.Request) -> web.Response:
-            return web.json_response({"keys": [key.jwk() for key in self.published]})
+            if not self._keys_released.is_set():
+                self.keys_waiting += 1
+                try:
+                    await asyncio.get_running_loop().run_in_executor(None, self._keys_released.wait)
+                finally:
+                    self.keys_waiting -= 1
+            headers = {} if self.cache_control is None else {"Cache-Control": self.cache_control}
+            if self.keys_body is not None:
+                return web.Response(
+                    body=self.keys_body, content_type="application/json", headers=headers
+                )
+            return web.json_response(
+                {"keys": [key.jwk() for key in self.published]}, headers=headers
+            )
 
         return [
             web.get("/.well-known/openid-configuration", discovery),

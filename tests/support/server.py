@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import socket
 import subprocess
 import sys
 import time
@@ -14,16 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
 
-from core.secrets import SecretBox
+from core.common.secrets import SecretBox
 from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def listens_on(pid: int, port: int) -> bool:
-    """Whether process `pid` holds the listening socket on 127.0.0.1:`port` (Linux /proc)."""
-    wanted = f"0100007F:{port:04X}"
+def listens_on(pid: int, port: int, host: str = "127.0.0.1") -> bool:
+    """Whether process `pid` holds the listening socket on `host`:`port` (IPv4, Linux /proc)."""
+    wanted = f"{socket.inet_aton(host)[::-1].hex().upper()}:{port:04X}"
     listening = {
         fields[9]
         for fields in (line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:])
@@ -76,6 +79,10 @@ async def _postgres(admin_url: str, statement: str) -> None:
 
 
 PORT_ATTEMPTS = 5
+# What asyncio logs for work that failed or was dropped with nobody awaiting it (issue 19).
+UNAWAITED = ("exception was never retrieved", "Task was destroyed but it is pending")
+# Every server a test started in this process, for the log check of tests/conftest.py.
+STARTED: list[Server] = []
 
 
 class PortTaken(RuntimeError):
@@ -89,6 +96,9 @@ class Server:
     env: dict[str, str] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    # The checkout whose code the server runs (bench/soak.py --before runs one replica on
+    # another commit, with this checkout's packages).
+    repo: Path = REPO
 
     @property
     def url(self) -> str:
@@ -111,8 +121,12 @@ class Server:
             **os.environ,
             "SPACEDOCK_DATABASE_URL": self.backend.url,
             "SPACEDOCK_SECRET_KEY": SecretBox.generate_key(),
+            # Test servers stop within seconds even with work in flight (held stand-ins).
+            "SPACEDOCK_SHUTDOWN_GRACE_S": "3",
             **self.env,
         }
+        if not any(started is self for started in STARTED):
+            STARTED.append(self)
         for _ in range(PORT_ATTEMPTS - 1):
             try:
                 return self._start_once()
@@ -126,7 +140,7 @@ class Server:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "api", "serve", "--port", str(self.port)],
-                cwd=REPO,
+                cwd=self.repo,
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -137,10 +151,11 @@ class Server:
             this_attempt = self.log_path.read_bytes()[logged_before:].decode(errors="replace")
             if self.process.poll() is not None and "address already in use" in this_attempt.lower():
                 raise PortTaken(self.port) from None
+            self.stop()  # not left running, unready, after its test has failed
             raise
         return self
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
+    def wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.process is not None
@@ -169,11 +184,33 @@ class Server:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def metric(self, name: str) -> float:
-        with urllib.request.urlopen(f"{self.base}/metrics", timeout=5) as response:
-            for line in response.read().decode().splitlines():
-                if line.startswith(name + " "):
-                    return float(line.split()[1])
+    def log_size(self) -> int:
+        return self.log_path.stat().st_size if self.log_path.exists() else 0
+
+    def unawaited_failures(self, since: int = 0) -> list[str]:
+        """asyncio's words for a task or future nobody awaited, in the log from `since`."""
+        if not self.log_path.exists():
+            return []
+        with self.log_path.open("rb") as log:
+            log.seek(since)
+            text = log.read().decode(errors="replace")
+        return [line for line in text.splitlines() if any(word in line for word in UNAWAITED)]
+
+    def metrics(self, token: str | None = None) -> list[Metric]:
+        """/metrics as prometheus-client's own parser reads it."""
+        request = urllib.request.Request(f"{self.base}/metrics")
+        if token is not None:
+            request.add_header("Authorization", f"Bearer {token}")
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return list(text_string_to_metric_families(response.read().decode()))
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The value of the sample `name` (e.g. spacedock_probes_total, or a histogram's
+        spacedock_probe_duration_seconds_count) with exactly these labels."""
+        for family in self.metrics():
+            for sample in family.samples:
+                if sample.name == name and sample.labels == labels:
+                    return float(sample.value)
         raise KeyError(name)
 
 
@@ -182,11 +219,11 @@ async def mint_token(
 ) -> str:
     """A token for `org` (created if needed), written the way `spacedock token create` does;
     a new org gets its default CloudSpace on `default_host_space` when one is given."""
-    from core.events import InProcessBus
-    from core.health import HealthRule
-    from core.services import Services
-    from core.tokens import create_token
-    from core.vclusters import CloudSpaceSettings
+    from core.cloudspaces.settings import CloudSpaceSettings
+    from core.common.events import InProcessBus
+    from core.common.services import Services
+    from core.orgs.bootstrap import create_token
+    from core.spaces.health import HealthRule
     from db.engine import Database
 
     database = Database(database_url)

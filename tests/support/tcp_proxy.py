@@ -1,5 +1,6 @@
 """A TCP forwarder a test can cut and restore: a database outage without stopping the
-shared Postgres. It runs its own event loop in a thread, so a synchronous server
+shared Postgres. It can also stall one forwarded connection: bytes go nowhere either way
+but the connection stays open, as on a link that dies without closing. It runs its own event loop in a thread, so a synchronous server
 fixture can use it as well as an async test."""
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ class TcpProxy:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.listener: asyncio.Server | None = None
         self.writers: set[asyncio.StreamWriter] = set()
+        self.upstream: set[asyncio.StreamWriter] = set()  # those to the target
+        self.stalled: set[int] = set()  # upstream local ports whose bytes are dropped
 
     def _run(self, work: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(work, self.loop).result(timeout=10)
@@ -40,6 +43,24 @@ class TcpProxy:
     def cut(self) -> None:
         """Stops listening and drops every forwarded connection: the database is gone."""
         self._run(self._cut())
+
+    def upstream_ports(self) -> set[int]:
+        """The local ports of the forwarded connections to the target: how the target
+        (Postgres's pg_stat_activity.client_port) sees them."""
+        return self._run(self._upstream_ports())
+
+    async def _upstream_ports(self) -> set[int]:
+        ports = set()
+        for writer in self.upstream:
+            name = writer.get_extra_info("sockname")
+            if name is not None and not writer.is_closing():
+                ports.add(int(name[1]))
+        return ports
+
+    def stall(self, upstream_port: int) -> None:
+        """From now on the connection whose upstream side has this local port forwards
+        nothing in either direction and never closes unless an end closes it."""
+        self.loop.call_soon_threadsafe(self.stalled.add, upstream_port)
 
     def stop(self) -> None:
         self.cut()
@@ -62,6 +83,7 @@ class TcpProxy:
         for writer in list(self.writers):
             writer.transport.abort()
         self.writers.clear()
+        self.upstream.clear()
 
     async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -70,14 +92,21 @@ class TcpProxy:
             writer.transport.abort()
             return
         self.writers |= {writer, upstream_writer}
+        self.upstream.add(upstream_writer)
+        port = int(upstream_writer.get_extra_info("sockname")[1])
         await asyncio.gather(
-            self._pump(reader, upstream_writer), self._pump(upstream_reader, writer)
+            self._pump(reader, upstream_writer, port), self._pump(upstream_reader, writer, port)
         )
 
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pump(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, port: int
+    ) -> None:
         with contextlib.suppress(OSError, ConnectionError):
             while data := await reader.read(65536):
+                if port in self.stalled:
+                    continue  # lost on the way
                 writer.write(data)
                 await writer.drain()
         writer.transport.abort()
         self.writers.discard(writer)
+        self.upstream.discard(writer)

@@ -13,7 +13,7 @@ down_revision = "0005"
 branch_labels = None
 depends_on = None
 
-# What the words of rows written before codes existed mean (core.reasons.FAILURE_WORDS).
+# What the words of rows written before codes existed mean (core.spaces.reasons.FAILURE_WORDS).
 FAILURE_CODES = """
     CASE
       WHEN {c} LIKE 'cluster access revoked%' THEN 'ACCESS_REVOKED'

@@ -1,0 +1,1 @@
+"""Apps: Git and Helm sources delivered by Flux into CloudSpaces and environments (issue 23)."""

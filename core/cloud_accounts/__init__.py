@@ -1,0 +1,1 @@
+"""Cloud accounts: credentials, discovery, cluster grants."""

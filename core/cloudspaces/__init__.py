@@ -1,0 +1,1 @@
+"""CloudSpaces: lifecycle, capacity, host access, vCluster settings and manifests, the reconciler."""

@@ -1,0 +1,275 @@
+"""The CloudSpace reconciler's steps: what each persisted step does on the host space
+and inside the vCluster, and whether it is done, waiting or failed.
+
+The loop (core.cloudspaces.reconciler) claims a CloudSpace, runs its step here outside any
+transaction, and persists the outcome. Every write is a server-side apply, so a step that
+runs again (a crash, a lost lease) creates nothing twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from core.cloudspaces import admission, kubeconfigs, tenant
+from core.cloudspaces import capacity as host_capacity
+from core.cloudspaces import lifecycle as rules
+from core.cloudspaces import settings as cloudspace_settings
+from core.cloudspaces import vclusters as vc
+from core.cloudspaces.host_access import AdminReach, address, admin_reach, connect, target_of
+from core.common.errors import Problems
+from core.common.services import Services, Unit
+from db import cloudspaces as cloudspace_rows
+from db.tables import CloudSpace
+from providers import host as host_api
+from providers.cluster_credentials import ClusterCredentials
+
+STEP_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class Done:
+    usage: tenant.Used | None = None
+
+
+@dataclass(frozen=True)
+class Wait:
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class Failed:
+    reason: str
+    # The soonest a retry is worth it, when the failure says (providers.errors.TemporaryError).
+    retry_after_s: float | None = None
+
+
+Outcome = Done | Wait | Failed
+
+
+class Steps:
+    def __init__(self, services: Services, on_call: Callable[[], None]) -> None:
+        self.services = services
+        self.settings = services.cloudspaces
+        # Counts each call to a host or vCluster API server (the reconciler's metric).
+        self._on_call = on_call
+        # The Flux manifests, read once per process (a release URL's content is fixed).
+        self._flux_objects: list[dict[str, Any]] | None = None
+        # Each vCluster's address and admin access, read from the host once per run of
+        # steps (never stored): a later run reads them again, rotated certificates too.
+        self._reach: dict[str, AdminReach] = {}
+
+    def forget(self, cloud_space_id: str) -> None:
+        """The run of steps for this CloudSpace ended: its vCluster's access is read anew."""
+        self._reach.pop(cloud_space_id, None)
+
+    def _connect(
+        self, credentials: ClusterCredentials
+    ) -> AbstractAsyncContextManager[host_api.Kube]:
+        return connect(self.services, credentials, timeout_s=STEP_TIMEOUT_S, on_call=self._on_call)
+
+    async def _apply_all(self, kube: host_api.Kube, manifests: list[dict[str, object]]) -> None:
+        for manifest in manifests:
+            await kube.apply(manifest)
+
+    async def _begin(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        return Done()
+
+    async def _capacity(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        """Checked again here: a default CloudSpace was never checked, and two creations
+        racing for the last room would both have passed."""
+        async with self.services.read() as session:
+            host_space = await cloudspace_rows.host_space(session, row.host_space_id)
+        assert host_space is not None
+        capacity = await host_capacity.capacity_of(self.services, host_space)
+        problems = Problems()
+        async with self.services.read() as session:
+            await host_capacity.check_capacity(
+                Unit(session),
+                self.services,
+                problems,
+                row.host_space_id,
+                row.id,
+                row.cpu,
+                row.memory_mib,
+                capacity,
+                row.org_id,
+            )
+        if problems:
+            return Failed("QUOTA_EXCEEDED: " + "; ".join(e.message for e in problems.errors))
+        return Done()
+
+    async def _host_namespace(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        async with self._connect(host) as kube:
+            await self._apply_all(kube, vc.host_namespace_objects(self.settings, target_of(row)))
+        return Done()
+
+    async def _vcluster_services(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        async with self._connect(host) as kube:
+            await self._apply_all(kube, vc.vcluster_services(self.settings, target_of(row)))
+        return Done()
+
+    async def _vcluster_workload(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        target = target_of(row)
+        async with self._connect(host) as kube:
+            reached = await address(self.services, kube, target)
+            if reached is None:
+                return Wait(f"waiting for the LoadBalancer Service {target.name} to get an address")
+            await self._apply_all(kube, vc.vcluster_workload(self.settings, target, reached))
+        return Done()
+
+    async def _vcluster_ready(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        target = target_of(row)
+        async with self._connect(host) as kube:
+            statefulset = await kube.get(
+                host_api.path_of("apps/v1", "StatefulSet", target.namespace, target.name)
+            )
+            if not vc.statefulset_ready(statefulset):
+                return Wait()
+            secret = await kube.get(
+                host_api.path_of(
+                    "v1",
+                    "Secret",
+                    target.namespace,
+                    cloudspace_settings.admin_secret_name(target.name),
+                )
+            )
+        return Done() if secret is not None else Wait()
+
+    async def _kubeconfig_copy(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        target = target_of(row)
+        async with self._connect(host) as kube:
+            reach = await admin_reach(self.services, kube, target)
+            self._reach[row.id] = reach
+            await kube.apply(vc.system_namespace())
+            await kube.apply(kubeconfigs.kubeconfig_copy(target, reach.access, reach.address))
+        return Done()
+
+    async def _in_vcluster(
+        self,
+        row: CloudSpace,
+        host: ClusterCredentials,
+        work: Callable[[host_api.Kube], Awaitable[Outcome]],
+    ) -> Outcome:
+        reach = self._reach.get(row.id)
+        if reach is None:
+            async with self._connect(host) as kube:
+                reach = await admin_reach(self.services, kube, target_of(row))
+            self._reach[row.id] = reach
+        async with self._connect(reach.credentials) as vcluster:
+            return await work(vcluster)
+
+    async def _tenant_account(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        async def work(vcluster: host_api.Kube) -> Outcome:
+            await self._apply_all(vcluster, tenant.tenant_account())
+            return Done()
+
+        return await self._in_vcluster(row, host, work)
+
+    async def _headroom_in(self, vcluster: host_api.Kube, row: CloudSpace) -> tenant.Used:
+        """Places the headroom quotas and defaults in every namespace; the usage."""
+        namespaces = [
+            str((ns.get("metadata") or {}).get("name"))
+            for ns in await vcluster.items("/api/v1/namespaces")
+            if (ns.get("status") or {}).get("phase") != "Terminating"
+        ]
+        used = tenant.used_by_namespace(await vcluster.items("/api/v1/resourcequotas"))
+        await self._apply_all(
+            vcluster, tenant.headroom_objects(namespaces, used, row.cpu, row.memory_mib)
+        )
+        # h22admit's hook (strict quota): the webhook registered, the pods observed; what
+        # they request in all is the usage.
+        return await admission.keep(self.services, row.id, row.name, vcluster)
+
+    async def _headroom(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        async def work(vcluster: host_api.Kube) -> Outcome:
+            return Done(await self._headroom_in(vcluster, row))
+
+        return await self._in_vcluster(row, host, work)
+
+    async def _flux(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        if self._flux_objects is None:
+            text = await host_api.read_manifests(
+                self.settings.flux_manifests, deny=self.services.deny_networks
+            )
+            self._flux_objects = tenant.flux_objects(text)
+        objects = self._flux_objects
+
+        async def work(vcluster: host_api.Kube) -> Outcome:
+            await self._apply_all(vcluster, objects)
+            return Done()
+
+        return await self._in_vcluster(row, host, work)
+
+    async def _flux_ready(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        async def work(vcluster: host_api.Kube) -> Outcome:
+            deployments = await vcluster.items(
+                host_api.path_of("apps/v1", "Deployment", cloudspace_settings.FLUX_NAMESPACE)
+            )
+            return Done() if tenant.flux_installed(deployments) else Wait()
+
+        return await self._in_vcluster(row, host, work)
+
+    async def _refresh(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        """READY: the host quota (a resize takes effect here), the headroom quotas in
+        every namespace (new ones too), and the usage."""
+        target = target_of(row)
+        async with self._connect(host) as kube:
+            await self._apply_all(kube, vc.host_namespace_objects(self.settings, target))
+            reach = self._reach.get(row.id) or await admin_reach(self.services, kube, target)
+        async with self._connect(reach.credentials) as vcluster:
+            return Done(await self._headroom_in(vcluster, row))
+
+    async def _delete_vcluster(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        async with self._connect(host) as kube:
+            for api_version, kind, namespace, name in vc.vcluster_object_paths(target_of(row)):
+                await kube.delete(host_api.path_of(api_version, kind, namespace, name))
+        return Done()
+
+    async def _delete_namespace(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        async with self._connect(host) as kube:
+            await kube.delete(host_api.path_of("v1", "Namespace", None, target_of(row).namespace))
+        return Done()
+
+    async def _namespace_gone(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        async with self._connect(host) as kube:
+            namespace = await kube.get(
+                host_api.path_of("v1", "Namespace", None, target_of(row).namespace)
+            )
+        return Done() if namespace is None else Wait(vc.namespace_blocker(namespace))
+
+    async def _delete_kubeconfig(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        async with self._connect(host) as kube:
+            await kube.delete(
+                host_api.path_of(
+                    "v1",
+                    "Secret",
+                    cloudspace_settings.SYSTEM_NAMESPACE,
+                    cloudspace_settings.kubeconfig_copy_name(row.id),
+                )
+            )
+        return Done()
+
+
+StepWork = Callable[[Steps, CloudSpace, ClusterCredentials], Awaitable[Outcome]]
+STEPS: dict[str, StepWork] = {
+    rules.Step.BEGIN: Steps._begin,
+    rules.Step.CAPACITY: Steps._capacity,
+    rules.Step.HOST_NAMESPACE: Steps._host_namespace,
+    rules.Step.VCLUSTER_SERVICES: Steps._vcluster_services,
+    rules.Step.VCLUSTER_WORKLOAD: Steps._vcluster_workload,
+    rules.Step.VCLUSTER_READY: Steps._vcluster_ready,
+    rules.Step.KUBECONFIG_COPY: Steps._kubeconfig_copy,
+    rules.Step.TENANT_ACCOUNT: Steps._tenant_account,
+    rules.Step.HEADROOM: Steps._headroom,
+    rules.Step.FLUX: Steps._flux,
+    rules.Step.FLUX_READY: Steps._flux_ready,
+    rules.Step.REFRESH: Steps._refresh,
+    rules.Step.DELETE_VCLUSTER: Steps._delete_vcluster,
+    rules.Step.DELETE_NAMESPACE: Steps._delete_namespace,
+    rules.Step.NAMESPACE_GONE: Steps._namespace_gone,
+    rules.Step.DELETE_KUBECONFIG: Steps._delete_kubeconfig,
+}
+assert set(STEPS) == set(rules.PHASE_OF), "every lifecycle step has its work"

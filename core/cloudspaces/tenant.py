@@ -1,0 +1,133 @@
+"""What spacedock keeps inside a vCluster: the tenant's account, the headroom quotas and
+defaults of every namespace, and Flux."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from core.cloudspaces.quantities import (
+    cores_of,
+    cpu_text,
+    memory_text,
+    mib_of,
+)
+from core.cloudspaces.settings import (
+    MANAGED_BY,
+    QUOTA_NAME,
+    TENANT_ACCOUNT,
+    TENANT_ACCOUNT_NAMESPACE,
+)
+from core.cloudspaces.vclusters import _limit_range
+
+
+def tenant_account() -> list[dict[str, Any]]:
+    """ServiceAccount spacedock-tenant, cluster-admin inside the vCluster."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {
+                "name": TENANT_ACCOUNT,
+                "namespace": TENANT_ACCOUNT_NAMESPACE,
+                "labels": dict(MANAGED_BY),
+            },
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": TENANT_ACCOUNT, "labels": dict(MANAGED_BY)},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "cluster-admin",
+            },
+            "subjects": [
+                {
+                    "kind": "ServiceAccount",
+                    "name": TENANT_ACCOUNT,
+                    "namespace": TENANT_ACCOUNT_NAMESPACE,
+                }
+            ],
+        },
+    ]
+
+
+@dataclass(frozen=True)
+class Used:
+    cpu: float
+    memory_mib: float
+
+
+def used_by_namespace(quotas: Iterable[Mapping[str, Any]]) -> dict[str, Used]:
+    """status.used of our spacedock-quota quotas, per namespace."""
+    used: dict[str, Used] = {}
+    for quota in quotas:
+        metadata = quota.get("metadata") or {}
+        if metadata.get("name") != QUOTA_NAME:
+            continue
+        status_used = (quota.get("status") or {}).get("used") or {}
+        try:
+            cpu = cores_of(status_used.get("requests.cpu", "0"))
+            memory = mib_of(status_used.get("requests.memory", "0"))
+        except ValueError:
+            continue
+        used[str(metadata.get("namespace", ""))] = Used(cpu, memory)
+    return used
+
+
+def headroom_objects(
+    namespaces: Iterable[str], used: Mapping[str, Used], cpu: float, memory_mib: int
+) -> list[dict[str, Any]]:
+    """Per namespace: defaults and a quota of `used here + (quota - used everywhere)`."""
+    total_cpu = sum(u.cpu for u in used.values())
+    total_memory = sum(u.memory_mib for u in used.values())
+    free_cpu = max(0.0, cpu - total_cpu)
+    free_memory = max(0.0, memory_mib - total_memory)
+    objects: list[dict[str, Any]] = []
+    for namespace in namespaces:
+        here = used.get(namespace, Used(0.0, 0.0))
+        objects.append(_limit_range(MANAGED_BY, namespace))
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": QUOTA_NAME, "namespace": namespace, "labels": MANAGED_BY},
+                "spec": {
+                    "hard": {
+                        "requests.cpu": cpu_text(here.cpu + free_cpu),
+                        "requests.memory": memory_text(here.memory_mib + free_memory),
+                    }
+                },
+            }
+        )
+    return objects
+
+
+def flux_objects(text: str) -> list[dict[str, Any]]:
+    """The Flux install manifests, CRDs first, then namespaces, then the rest in order.
+    ValueError when the text is not Kubernetes YAML."""
+    try:
+        documents = [doc for doc in yaml.safe_load_all(text) if doc]
+    except yaml.YAMLError as bad:
+        raise ValueError("the Flux manifests are not valid YAML") from bad
+    objects: list[dict[str, Any]] = []
+    for document in documents:
+        if not isinstance(document, dict) or not document.get("kind"):
+            raise ValueError("the Flux manifests hold something that is not a Kubernetes object")
+        if document["kind"].endswith("List"):
+            objects.extend(item for item in document.get("items") or [] if isinstance(item, dict))
+        else:
+            objects.append(document)
+    first = {"CustomResourceDefinition": 0, "Namespace": 1}
+    return sorted(objects, key=lambda obj: first.get(obj["kind"], 2))
+
+
+def flux_installed(deployments: Iterable[Mapping[str, Any]]) -> bool:
+    found = list(deployments)
+    return bool(found) and all(
+        ((d.get("status") or {}).get("availableReplicas") or 0) >= 1 for d in found
+    )

@@ -1,0 +1,1 @@
+"""Roles, tokens and the audit log."""

@@ -1,0 +1,1 @@
+"""App Advisor fields, mutations and the adviceChanged subscription."""

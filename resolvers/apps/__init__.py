@@ -1,0 +1,1 @@
+"""Apps: reads, mutations and the appChanged subscription (issue 23)."""

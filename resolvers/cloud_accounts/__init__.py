@@ -1,0 +1,1 @@
+"""Cloud account reads and writes."""

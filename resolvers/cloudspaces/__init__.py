@@ -1,0 +1,1 @@
+"""CloudSpace fields, mutations and the phase subscription."""

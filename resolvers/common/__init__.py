@@ -1,0 +1,1 @@
+"""What every resolver shares: the context, the loaders, pagination and the mutation runner."""

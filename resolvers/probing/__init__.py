@@ -1,0 +1,1 @@
+"""Live status events and probe results for subscriptions."""

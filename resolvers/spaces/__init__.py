@@ -1,0 +1,1 @@
+"""Space, status event, namespace and environment reads and writes."""

@@ -1,0 +1,1 @@
+"""The access part of the schema: roles, tokens and the audit log."""

@@ -1,0 +1,1 @@
+"""The App Advisor's types, inputs, payloads and its parts of the roots."""

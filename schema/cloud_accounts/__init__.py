@@ -1,0 +1,1 @@
+"""The cloud accounts part of the schema."""

@@ -1,0 +1,1 @@
+"""The CloudSpace part of the schema."""

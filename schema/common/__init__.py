@@ -1,0 +1,1 @@
+"""What every domain of the schema shares: enums, the Relay types, payload basics, the resolver info."""

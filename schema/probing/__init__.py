@@ -1,0 +1,1 @@
+"""The probing part of the schema: status and probe subscriptions."""

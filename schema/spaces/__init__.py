@@ -1,0 +1,1 @@
+"""The spaces part of the schema: spaces, status events, namespaces, environments."""
