@@ -26,7 +26,8 @@ GIT = "https://git.example/shop.git"
 
 
 @pytest.fixture(scope="module")
-def host() -> Iterator[HostStandIn]:
+def host(backend: Backend) -> Iterator[HostStandIn]:
+    """One per backend: the objects a test leaves on it must not meet the other backend's run."""
     with HostStandIn() as standin:
         yield standin
 
