@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 GRAPHIQL := api/graphiql
 FRONTEND := tests/frontend
 
-.PHONY: install runtime graphiql browser frontend serve test lint bench schema
+.PHONY: install runtime graphiql browser frontend serve demo test lint bench schema
 
 # Everything: what serves, and what tests, checks and benchmarks need besides.
 install: $(VENV)/.installed-dev graphiql
@@ -53,6 +53,10 @@ browser:
 
 serve: runtime
 	$(BIN)/spacedock serve
+
+# The server beside a simulated fleet (sim/), seeded; the simulators need the test tools.
+demo: install
+	$(BIN)/spacedock demo
 
 # Tests wait on servers and clusters more than on the CPU, so more workers than cores pay
 # (4 workers: ~11 instead of ~29 minutes on a busy machine); --dist loadscope keeps each

@@ -291,6 +291,20 @@ def _export_schema(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    # The simulators need the test tools (moto, jsonschema), which serving does not.
+    try:
+        from sim import demo
+    except ImportError as missing:
+        print(
+            f"spacedock: the demo needs the test tools ({missing.name} is missing): run `make demo`"
+            " in a checkout of the repository",
+            file=sys.stderr,
+        )
+        return 2
+    return demo.run(args.port, args.folder, args.flap_period)
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="spacedock", description=__doc__)
     commands = root.add_subparsers(dest="command", required=True)
@@ -355,6 +369,20 @@ def parser() -> argparse.ArgumentParser:
     export.add_argument("--check", action="store_true", help="fail if schema.graphql differs")
     export.set_defaults(run=_export_schema)
 
+    demo = commands.add_parser(
+        "demo",
+        help="serve on SQLite beside a simulated fleet, seeded; prints the GraphiQL URL and a token",
+        description="Runs the server beside simulated clusters, clouds and a host for CloudSpaces, "
+        "all on 127.0.0.1, from a checkout with the test tools installed (`make demo`).",
+    )
+    demo.add_argument("--port", type=int, default=8000, help="the server's port (default 8000)")
+    demo.add_argument(
+        "--flap-period", type=float, default=45.0, help="seconds between the flaky cluster's flips"
+    )
+    demo.add_argument(
+        "--folder", type=Path, help="keep the database and log here (default: a temporary folder)"
+    )
+
     kubeconfig_token.add_command(commands)
     return root
 
@@ -363,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "kubeconfig-token":
         return kubeconfig_token.run(args)
+    if args.command == "demo":
+        return _demo(args)
     from api import logs
     from api.settings import Settings, SettingsError
     from core.common import request_scope

@@ -12,7 +12,7 @@ Attacks on requests, frames and inputs are below in `ATTACKS`; attacks by hostil
 clusters (redirects, huge and malformed answers, live-field fan-out) are
 `bench/abuse_clusters.py`'s `CLUSTER_ATTACKS`, run after them.
 
-The server trusts the repo's OIDC stand-in (tests/support/oidc_standin.py) as its
+The server trusts the repo's OIDC stand-in (sim/oidc_standin.py) as its
 issuer, so the random-`kid` JWT flood makes it go to the issuer for keys; the row says
 how many JWKS fetches the window cost. The audit flood's row says how many audit rows the
 window wrote.
@@ -45,9 +45,9 @@ import websockets  # noqa: E402
 from aiohttp import web  # noqa: E402
 
 from bench.abuse_clusters import CLUSTER_ATTACKS  # noqa: E402
+from sim.oidc_standin import AUDIENCE, OidcStandIn  # noqa: E402
 from tests.support import factories as make  # noqa: E402
 from tests.support.attack import PROTOCOL  # noqa: E402
-from tests.support.oidc_standin import AUDIENCE, OidcStandIn  # noqa: E402
 from tests.support.server import Backend, Server, mint_token  # noqa: E402
 
 

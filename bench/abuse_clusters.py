@@ -2,7 +2,7 @@
 else. Each attack is an `Attack` of that script (a coroutine on its `Scene`, running
 until `scene.stop` is set, tallying how the server answered in `scene.answers`).
 
-One TLS Kubernetes stand-in (tests/support/kube_standin.py) plays every hostile
+One TLS Kubernetes stand-in (sim/kube_standin.py) plays every hostile
 cluster, registered as GENERIC spaces with the scene's admin token; the attacker is a
 viewer asking for live fields over HTTP, as fast as the server answers:
 
@@ -24,9 +24,9 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from sim.kube_standin import HostileAnswer, KubeStandIn, huge_namespace_list
 from tests.support import factories as make
 from tests.support.canary import Canary
-from tests.support.kube_standin import HostileAnswer, KubeStandIn, huge_namespace_list
 
 LIST = "GET /api/v1/namespaces"
 LIST_HEAD = b'{"kind":"NamespaceList","apiVersion":"v1","metadata":{},"items":['

@@ -69,9 +69,9 @@ from db.tables import CloudSpace  # noqa: E402
 from resolvers.advisor import fields as advice_fields  # noqa: E402
 from resolvers.common.context import Context  # noqa: E402
 from resolvers.common.subscription_mode import SubscriptionMode  # noqa: E402
-from tests.support import workloads as w  # noqa: E402
+from sim import workloads as w  # noqa: E402
+from sim.pki import KeyPair  # noqa: E402
 from tests.support.kube_clients import kube  # noqa: E402
-from tests.support.pki import KeyPair  # noqa: E402
 
 STEADY_RUNS = 3
 WAIT_S = 300.0  # a bound on every wait: a run that never comes is an error, not a hang

@@ -1,4 +1,4 @@
-"""The vCluster bench/advisor.py analyses: a vCluster stand-in (tests/support/host_standin.py)
+"""The vCluster bench/advisor.py analyses: a vCluster stand-in (sim/host_standin.py)
 in a process of its own, seeded with 25 objects in each of `--namespaces` namespaces (5,000
 over 200 by default) as Kubernetes' controllers would store them: per namespace two
 Deployments with their ReplicaSets and three running pods each, a StatefulSet with two
@@ -23,8 +23,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.support import workloads as w  # noqa: E402
-from tests.support.host_standin import HostStandIn, VClusterApi  # noqa: E402
+from sim import workloads as w  # noqa: E402
+from sim.host_standin import HostStandIn, VClusterApi  # noqa: E402
 
 Obj = dict[str, Any]
 

@@ -1,7 +1,7 @@
 """Benchmark of app delivery and the app status loop (issue 23), against baselines measured
 in the same run.
 
-Setup: a host stand-in (tests/support/host_standin.py) in a separate process on loopback,
+Setup: a host stand-in (sim/host_standin.py) in a separate process on loopback,
 readiness delays zero, a Git repository and a Helm chart registered in its Flux; the real
 CloudSpace reconciler drives `--cloudspaces` CloudSpaces (default 50) to READY with Flux
 v2.9.4 inside each vCluster; then `--apps` apps (default 500: half Git, half Helm) are
@@ -78,7 +78,7 @@ CHARTS = "https://charts.example"
 STANDIN = f"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from tests.support.host_standin import HostStandIn
+from sim.host_standin import HostStandIn
 from tests.support import apps
 host = HostStandIn(ready_delay_s=0.0, nodes=[("100000", "100000Ti")]).start()
 repo = host.flux.git({GIT!r})
@@ -391,7 +391,7 @@ def _table(header: list[str], rows: list[tuple[str, list[str]]]) -> None:
 async def main_async(args: argparse.Namespace, host: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory() as directory:
         manifests = Path(directory) / "gotk-components.yaml"
-        from tests.support.flux_manifests import flux_install
+        from sim.flux_manifests import flux_install
 
         manifests.write_text(yaml.safe_dump_all(flux_install()))
         database = Database(f"sqlite+aiosqlite:///{directory}/bench.db")

@@ -2,7 +2,7 @@
 measured in the same run.
 
 N CloudSpaces are created (through `core.cloudspaces.lifecycle.create`) on one host space, a host
-stand-in (tests/support/host_standin.py) served by a separate process on loopback with
+stand-in (sim/host_standin.py) served by a separate process on loopback with
 its readiness delays set to zero, so what is timed is spacedock's own work. The real
 reconciler (`core.cloudspaces.reconciler.Reconciler`: real database, leased claims, one transaction
 per step, events, kubernetes-asyncio server-side applies through TLS) then drives all of
@@ -56,7 +56,7 @@ FLUX = REPO / "tests" / "data" / "flux_install.yaml"
 STANDIN = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from tests.support.host_standin import HostStandIn
+from sim.host_standin import HostStandIn
 host = HostStandIn(ready_delay_s=0.0, nodes=[("100000", "100000Ti")]).start()
 print(json.dumps({"url": host.url, "ca": host.ca_pem, "token": host.token,
                   "template": host.vcluster_url_template}), flush=True)

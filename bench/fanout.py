@@ -57,8 +57,8 @@ from bench.common import (  # noqa: E402
     process_rss_kib,
 )
 from bench.graphql_reads import FULL, QUERIES  # noqa: E402
+from sim.ports import free_port  # noqa: E402
 from tests.support import factories as make  # noqa: E402
-from tests.support.ports import free_port  # noqa: E402
 from tests.support.server import Backend, Server, mint_token  # noqa: E402
 
 MAX_SUBSCRIBERS = 20_000

@@ -56,9 +56,9 @@ from bench.common import (  # noqa: E402
     process_cpu_s,
     spread,
 )
+from sim.clouds import Clouds  # noqa: E402
+from sim.ports import free_port  # noqa: E402
 from tests.support import factories as make  # noqa: E402
-from tests.support.clouds import Clouds  # noqa: E402
-from tests.support.ports import free_port  # noqa: E402
 from tests.support.server import Backend, Server, mint_token  # noqa: E402
 
 SPACE_FIELDS = "id name status cloudAccount { name } environments { name namespace }"

@@ -74,9 +74,9 @@ from db.notify import PostgresNotifier  # noqa: E402
 from db.tables import Space  # noqa: E402
 from providers.cluster_credentials import ClusterCredentials  # noqa: E402
 from providers.probe import ProbeOutcome, Prober, VersionProber  # noqa: E402
+from sim.kube_standin import KubeStandIn  # noqa: E402
 from tests.support.factories import REGISTER_SPACE, succeeded  # noqa: E402
 from tests.support.graphql import GraphQL  # noqa: E402
-from tests.support.kube_standin import KubeStandIn  # noqa: E402
 from tests.support.server import Backend, Server, mint_token  # noqa: E402
 
 INTERVAL_S = 60.0

@@ -85,7 +85,7 @@ FOLLOWED_PER_FILTER = 5
 def serve_standins(count: int) -> None:
     """Child process: `count` stand-ins announced as JSON lines; then commands on stdin:
     `down i j ...` answers 503 on those, `up i j ...` heals them."""
-    from tests.support.kube_standin import KubeStandIn
+    from sim.kube_standin import KubeStandIn
 
     standins = [KubeStandIn().start() for _ in range(count)]
     for standin in standins:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import clouds as cloud_standins
+from sim import clouds as cloud_standins
 from tests.support.graphql import GraphQL
 from tests.support.server import STARTED, Backend, Server, mint_token
 

@@ -24,6 +24,9 @@ import pytest
 from kubernetes_asyncio.client import AppsV1Api, BatchV1Api, CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from sim.host_standin import HostStandIn, VClusterApi
+from sim.kube_quota import quantity_units
+from sim.tenant_objects import cron_job, deployment, pod, pod_review
 from tests.conftest import Org, stop_checked
 from tests.support.cloudspaces import (
     Platform,
@@ -33,11 +36,8 @@ from tests.support.cloudspaces import (
     ready_cloud_space,
     serve_platform,
 )
-from tests.support.host_standin import HostStandIn, VClusterApi
 from tests.support.kube_clients import kube_from, kubectl, message, refused
-from tests.support.kube_quota import quantity_units
 from tests.support.server import Backend, Server
-from tests.support.tenant_objects import cron_job, deployment, pod, pod_review
 from tests.support.tls_ingress import TlsIngress
 from tests.test_vcluster_webhooks import kubectl_create
 

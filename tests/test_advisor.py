@@ -18,9 +18,11 @@ import pytest
 import yaml
 from gql.transport.exceptions import TransportQueryError
 
+from sim import workloads as w
+from sim.flux_manifests import flux_install
+from sim.host_standin import HostStandIn
 from tests.conftest import Org
 from tests.support import apps
-from tests.support import workloads as w
 from tests.support.advisor import (
     ADVICE,
     DISMISS,
@@ -34,9 +36,7 @@ from tests.support.advisor import (
 )
 from tests.support.advisor import CHANGES as CHANGES_QUERY
 from tests.support.cloudspaces import CREATE, ONE, Platform, eventually, request, serve_platform
-from tests.support.flux_manifests import flux_install
 from tests.support.graphql import GraphQL
-from tests.support.host_standin import HostStandIn
 from tests.support.server import Backend
 
 INTERVAL_S = 0.5

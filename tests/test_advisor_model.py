@@ -33,13 +33,13 @@ from core.spaces.health import HealthRule
 from core.spaces.lifecycle import RegisterSpaceRequest, register
 from db.engine import Database
 from db.tables import AdvisorFinding, CloudSpace
+from sim import workloads as w
+from sim.chat_standin import ChatStandIn
+from sim.host_standin import HostStandIn
 from tests.conftest import Org
-from tests.support import workloads as w
 from tests.support.advisor import Tenant, advice_of, watching
-from tests.support.chat_standin import ChatStandIn
 from tests.support.cloudspaces import CREATE, ONE, Platform, eventually, serve_platform
 from tests.support.factories import generic_config, unique
-from tests.support.host_standin import HostStandIn
 from tests.support.server import Backend
 
 NAMESPACE = "payments-prod"

@@ -27,7 +27,7 @@ from db.engine import Database
 from db.tables import AdvisorFinding, CloudSpace
 from resolvers.common.context import Context
 from schema.build import schema
-from tests.support import workloads as w
+from sim import workloads as w
 from tests.support.factories import generic_config, unique
 from tests.support.server import Backend
 

@@ -16,10 +16,10 @@ from core.advisor.analysis import analyze
 from core.advisor.anonymize import Masks
 from core.advisor.model import Finding
 from core.advisor.ownership import AppIndex
-from tests.support import strategic_merge
-from tests.support import workloads as w
-from tests.support.kube_validation import builtin_schemas
-from tests.support.workloads import healthy, snapshot, stored
+from sim import strategic_merge
+from sim import workloads as w
+from sim.kube_validation import builtin_schemas
+from sim.workloads import healthy, snapshot, stored
 
 Obj = dict[str, Any]
 SCHEMAS = builtin_schemas("v1.31.2")

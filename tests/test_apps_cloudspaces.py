@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 import yaml
 
+from sim.flux_manifests import flux_install
+from sim.host_standin import HostStandIn
 from tests.conftest import Org
 from tests.support import apps as support
 from tests.support import factories as make
 from tests.support.cloudspaces import CREATE as CREATE_CLOUD_SPACE
 from tests.support.cloudspaces import DELETE as DELETE_CLOUD_SPACE
 from tests.support.cloudspaces import Platform, eventually, key, request, serve_platform
-from tests.support.flux_manifests import flux_install
 from tests.support.graphql import GraphQL
-from tests.support.host_standin import HostStandIn
 from tests.support.server import Backend
 
 CHARTS = "https://charts.example"

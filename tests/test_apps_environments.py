@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
+from sim.host_standin import HostStandIn
 from tests.conftest import Org, new_org, stop_checked
 from tests.support import apps as support
 from tests.support import factories as make
 from tests.support.cloudspaces import eventually
-from tests.support.host_standin import HostStandIn
 from tests.support.server import Backend, Server
 
 GIT = "https://git.example/shop.git"

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import yaml
 
+from sim.flux_manifests import flux_install
+from sim.host_standin import HostStandIn
 from tests.conftest import Org
 from tests.support import apps as support
 from tests.support.cloudspaces import CREATE, Platform, eventually, serve_platform
-from tests.support.flux_manifests import flux_install
-from tests.support.host_standin import HostStandIn
 from tests.support.server import Backend
 from tests.support.sql_counts import quiet, statements
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from sim.host_standin import HostStandIn
 from tests.conftest import Org, new_org, stop_checked
 from tests.support import apps as support
 from tests.support import factories as make
 from tests.support.cloudspaces import eventually
 from tests.support.graphql import GraphQL
-from tests.support.host_standin import HostStandIn
 from tests.support.server import Backend, Server
 
 KUSTOMIZATIONS = "kustomizations.kustomize.toolkit.fluxcd.io"

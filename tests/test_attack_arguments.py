@@ -35,12 +35,12 @@ from graphql import (
 )
 
 from core.common.names import MULTILINE_FIELDS
+from sim.host_standin import HostStandIn
 from tests.conftest import Org
 from tests.support import apps
 from tests.support import factories as make
 from tests.support.attack import converse, send, subscribe
 from tests.support.cloudspaces import CREATE as CREATE_CLOUD_SPACE
-from tests.support.host_standin import HostStandIn
 from tests.support.server import Server
 
 BAD_TEXT = ["\x00", "a\x00b", "\ud800", "\x1b[2J", "x\n"]

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from sim.oidc_standin import OidcStandIn
 from tests.conftest import Org
 from tests.support.attack import HANG, send
 from tests.support.graphql import GraphQL
-from tests.support.oidc_standin import OidcStandIn
 from tests.support.server import Server
 
 PER_MINUTE = 5

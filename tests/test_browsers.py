@@ -25,10 +25,10 @@ from aiohttp import web
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from sim.ports import HeldPort
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.chromium import Chromium, chromium_available
-from tests.support.ports import HeldPort
 from tests.support.server import REPO, Server
 
 ALLOWED_PORT = HeldPort()

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from gql.transport.exceptions import TransportQueryError
 
+from sim.kube_standin import KubeStandIn
 from tests.conftest import Org
 from tests.support import factories as make
-from tests.support.kube_standin import KubeStandIn
 from tests.support.live import next_item, subscription
 from tests.support.server import Server
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from sim import clouds
 from tests.conftest import Org
-from tests.support import clouds
 from tests.support.factories import (
     CREATE_CLOUD_ACCOUNT,
     DELETE_CLOUD_ACCOUNT,

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from sim.clouds import Clouds
 from tests.conftest import Org, new_org
 from tests.support import factories as make
-from tests.support.clouds import Clouds
 from tests.support.graphql import GraphQL
 from tests.support.server import Server, mint_token
 

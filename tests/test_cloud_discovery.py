@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from sim.azure_standin import AzureStandIn
+from sim.clouds import Clouds
+from sim.eks import EksStandIn
+from sim.gcp_standin import GcpStandIn
 from tests.conftest import Org
 from tests.support import factories as make
-from tests.support.azure_standin import AzureStandIn
-from tests.support.clouds import Clouds
-from tests.support.eks import EksStandIn
-from tests.support.gcp_standin import GcpStandIn
 
 WAIT_S = 20.0
 REGIONS = {"AWS": "us-east-1", "GCP": "europe-west1", "AZURE": "westeurope"}

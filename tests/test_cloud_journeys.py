@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from sim.clouds import Clouds, eks_token_url
 from tests.conftest import Org
 from tests.support import factories as make
-from tests.support.clouds import Clouds, eks_token_url
 from tests.support.graphql import GraphQL
 
 WAIT_S = 20.0

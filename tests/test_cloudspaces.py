@@ -24,6 +24,7 @@ from kubernetes_asyncio.client import ApiClient, CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import new_client_from_config_dict
 
+from sim.host_standin import HostStandIn
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.cloudspaces import (
@@ -41,7 +42,6 @@ from tests.support.cloudspaces import (
     serve_platform,
     wait_for_subscribers,
 )
-from tests.support.host_standin import HostStandIn
 from tests.support.server import Backend
 
 T = TypeVar("T")

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from gql.transport.exceptions import TransportQueryError
 
+from sim.kube_standin import KubeStandIn
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.cloudspaces import (
@@ -35,7 +36,6 @@ from tests.support.cloudspaces import (
     start_platform,
     wait_for_subscribers,
 )
-from tests.support.kube_standin import KubeStandIn
 from tests.support.server import Backend
 
 

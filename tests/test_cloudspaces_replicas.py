@@ -11,10 +11,10 @@ from typing import Any, TypeVar
 
 import pytest
 
+from sim.host_standin import HostStandIn
 from tests.conftest import POSTGRES_URL
 from tests.support.cloudspaces import CREATE, ONE, Platform, eventually, key, serve_platform
 from tests.support.graphql import GraphQL
-from tests.support.host_standin import HostStandIn
 from tests.support.server import Backend, Server
 
 T = TypeVar("T")

@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 import websockets
 
+from sim.kube_standin import KubeStandIn
+from sim.oidc_standin import OidcStandIn
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.attack import HANG, PROTOCOL, subscribe
 from tests.support.graphql import RawSocket
-from tests.support.kube_standin import KubeStandIn
-from tests.support.oidc_standin import OidcStandIn
 from tests.support.server import Server
 
 EVENTS = "subscription { spaceStatusChanged { spaceId status } }"

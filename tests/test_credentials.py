@@ -27,9 +27,9 @@ from providers.cluster_credentials import REFRESH_MARGIN, ClusterCredentials, Cl
 from providers.credentials import CredentialCache, mint
 from resolvers.common.context import Context
 from resolvers.spaces import namespaces as namespace_resolvers
+from sim.kube_standin import KubeStandIn
+from sim.pki import CertificateAuthority
 from tests.support.factories import unique
-from tests.support.kube_standin import KubeStandIn
-from tests.support.pki import CertificateAuthority
 from tests.support.server import Backend
 
 CA = CertificateAuthority().pem

@@ -40,8 +40,8 @@ import yaml
 from api.settings import Settings
 from core.common.secrets import SecretBox
 from providers import azure, gcp
+from sim.ports import free_port
 from tests.conftest import POSTGRES_URL
-from tests.support.ports import free_port
 from tests.support.server import REPO, Backend, listens_on
 from tests.support.tcp_proxy import TcpProxy
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from sim.kube_standin import KubeStandIn
 from tests.conftest import Org
 from tests.support.factories import (
     BIND_ENVIRONMENT,
@@ -30,7 +31,6 @@ from tests.support.factories import (
     top_level_codes,
     unique,
 )
-from tests.support.kube_standin import KubeStandIn
 
 ENVIRONMENTS = """
 query($first: Int, $after: String) {

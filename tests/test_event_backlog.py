@@ -34,8 +34,8 @@ from db.notify import PostgresNotifier
 from resolvers.common.context import Context
 from resolvers.common.subscription_mode import SubscriptionMode
 from schema.build import schema
+from sim.pki import CertificateAuthority
 from tests.support.factories import unique
-from tests.support.pki import CertificateAuthority
 from tests.support.server import Backend
 
 QUEUE = 4  # events the bus holds per subscriber

@@ -18,8 +18,8 @@ from kubernetes_asyncio.client import (
     CustomObjectsApi,
 )
 
-from tests.support.flux_standin import is_ready
-from tests.support.host_standin import HostStandIn
+from sim.flux_standin import is_ready
+from sim.host_standin import HostStandIn
 from tests.support.kube_clients import (
     APPLY,
     kube,

@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from sim.ports import HeldPort
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.chromium import Chromium, chromium_available
 from tests.support.live import subscribers, subscribers_reach
-from tests.support.ports import HeldPort
 from tests.support.server import REPO, Server
 
 FRONTEND = REPO / "tests" / "frontend"

@@ -25,10 +25,10 @@ import pytest
 import websockets
 from websockets.typing import Subprotocol
 
+from sim.kube_standin import KubeStandIn
 from tests.conftest import POSTGRES_URL
 from tests.support.factories import register_on_standin, set_space_status
 from tests.support.graphql import GraphQL
-from tests.support.kube_standin import KubeStandIn
 from tests.support.server import Backend, Server, mint_token
 
 pytestmark = pytest.mark.skipif(

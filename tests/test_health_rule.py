@@ -13,9 +13,9 @@ import pytest
 import sqlalchemy as sa
 
 from db.engine import Database
+from sim.kube_standin import KubeStandIn
 from tests.conftest import Org
 from tests.support.factories import register_generic_space, set_space_status
-from tests.support.kube_standin import KubeStandIn
 from tests.support.server import Server
 
 INTERVAL_S = 1.0

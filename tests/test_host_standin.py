@@ -27,16 +27,16 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import new_client_from_config_dict
 from kubernetes_asyncio.dynamic import DynamicClient
 
-from tests.support.host_standin import HostStandIn
-from tests.support.kube_clients import APPLY, kube, message, refused
-from tests.support.kube_quota import (
+from sim.host_standin import HostStandIn
+from sim.kube_quota import (
     apply_limit_range_defaults,
     format_quantity,
     quantity_units,
     quota_refusal,
     quota_status,
 )
-from tests.support.pki import KeyPair
+from sim.pki import KeyPair
+from tests.support.kube_clients import APPLY, kube, message, refused
 
 T = TypeVar("T")
 

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 import websockets
 
+from sim.kube_standin import HostileAnswer, KubeStandIn
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.attack import HANG, PROTOCOL, converse, subscribe
-from tests.support.kube_standin import HostileAnswer, KubeStandIn
 from tests.support.server import Server
 
 TOO_MANY = "too many live calls in one request"

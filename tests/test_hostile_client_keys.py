@@ -15,10 +15,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from sim.kube_standin import KubeStandIn
+from sim.pki import CertificateAuthority
 from tests.conftest import Org
 from tests.support import factories as make
-from tests.support.kube_standin import KubeStandIn
-from tests.support.pki import CertificateAuthority
 
 NAMESPACES = "query($id: ID!) { space(id: $id) { namespaces { name } } }"
 

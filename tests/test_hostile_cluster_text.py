@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from sim.kube_standin import HostileAnswer, KubeStandIn
 from tests.conftest import Org
 from tests.support import factories as make
-from tests.support.kube_standin import HostileAnswer, KubeStandIn
 from tests.support.server import Server
 
 FORGED = "2026-01-01 00:00:00 INFO spacedock: admin token rotated FORGED-BY-CLUSTER"

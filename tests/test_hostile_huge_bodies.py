@@ -23,9 +23,9 @@ import pytest
 from providers import kube
 from providers.cluster_credentials import ClusterCredentials
 from providers.errors import TemporaryError
+from sim.kube_standin import HostileAnswer, KubeStandIn, huge_namespace_list
 from tests.conftest import Org
 from tests.support import factories as make
-from tests.support.kube_standin import HostileAnswer, KubeStandIn, huge_namespace_list
 from tests.support.server import Server
 
 TOO_LARGE = "unexpected answer from the API server: too large, more than 4,194,304 bytes"

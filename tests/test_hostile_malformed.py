@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from sim.kube_standin import HostileAnswer, KubeStandIn
 from tests.conftest import Org
 from tests.support import factories as make
-from tests.support.kube_standin import HostileAnswer, KubeStandIn
 from tests.support.server import Server
 
 UNEXPECTED = "unexpected answer from the API server"

@@ -31,11 +31,11 @@ from providers.errors import PermanentError
 from providers.host import read_manifests
 from providers.network import OutboundSession, fetch
 from providers.probe import VersionProber
+from sim.clouds import GCP_PROJECT, Clouds
+from sim.https_standin import HttpsStandIn
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.canary import Canary
-from tests.support.clouds import GCP_PROJECT, Clouds
-from tests.support.https_standin import HttpsStandIn
 
 DENY = (ipaddress.ip_network("127.0.0.2/31"),)
 

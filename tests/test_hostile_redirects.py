@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
+from sim.kube_standin import KubeStandIn
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.canary import BODY, Canary
-from tests.support.kube_standin import KubeStandIn
 
 NAMESPACES = "query($id: ID!) { space(id: $id) { name namespaces { name } } }"
 CREATE_NAMESPACE = f"""

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
+from sim.kube_standin import KubeStandIn
 from tests.conftest import Org
-from tests.support.kube_standin import KubeStandIn
 from tests.support.server import REPO, Server
 
 SPACES = "{ spaces(first: 100) { nodes { id name provider config { server clusterName } } } }"

@@ -29,11 +29,11 @@ from core.spaces.health import HealthRule
 from db import sealed, tables
 from db.admission_tables import AdmissionKey
 from db.engine import Database
+from sim import clouds as cloud_standins
+from sim.kube_standin import KubeStandIn
 from tests.conftest import Org, new_org, stop_checked
-from tests.support import clouds as cloud_standins
 from tests.support import factories as make
 from tests.support.graphql import GraphQL
-from tests.support.kube_standin import KubeStandIn
 from tests.support.server import REPO, Backend, Server
 
 CLUSTERS = "query($id: ID!) { cloudAccount(id: $id) { clusters { name region } } }"

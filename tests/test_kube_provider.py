@@ -18,8 +18,8 @@ from kubernetes_asyncio.client import Configuration, CoreV1Api
 from providers import kube, network
 from providers.cluster_credentials import ClusterCredentials
 from providers.errors import PermanentError, ProviderError, TemporaryError
-from tests.support.kube_standin import KubeStandIn
-from tests.support.pki import CertificateAuthority
+from sim.kube_standin import KubeStandIn
+from sim.pki import CertificateAuthority
 
 MANAGED = {"app.kubernetes.io/managed-by": "spacedock"}
 

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
+from sim.host_standin import HostStandIn, VClusterApi
 from tests.conftest import Org
 from tests.support.cloudspaces import (
     LIST,
@@ -34,7 +35,6 @@ from tests.support.cloudspaces import (
     ready_cloud_space,
     serve_platform,
 )
-from tests.support.host_standin import HostStandIn, VClusterApi
 from tests.support.server import Backend
 
 TTL_S = 900

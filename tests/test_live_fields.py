@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from sim.kube_standin import KubeStandIn
 from tests.conftest import Org
 from tests.support import factories as make
-from tests.support.kube_standin import KubeStandIn
 
 SPACES_WITH_NAMESPACES = """
 {

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from sim.kube_standin import KubeStandIn
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.graphql import RawSocket
-from tests.support.kube_standin import KubeStandIn
 from tests.support.live import (
     Received,
     next_item,

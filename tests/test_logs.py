@@ -16,8 +16,8 @@ import aiohttp
 import pytest
 import websockets
 
+from sim import clouds as cloud_standins
 from tests.conftest import Org, new_org, stop_checked
-from tests.support import clouds as cloud_standins
 from tests.support import factories as make
 from tests.support.attack import PROTOCOL
 from tests.support.server import Backend, Server

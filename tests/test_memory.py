@@ -48,7 +48,7 @@ from resolvers.common.subscription_mode import SubscriptionMode
 from schema.build import schema as spacedock_schema
 from schema.engine.execution import Executor
 from schema.engine.field_plans import FieldPlan
-from tests.support.kube_standin import KubeStandIn
+from sim.kube_standin import KubeStandIn
 from tests.support.server import Backend
 from tests.test_probe_loop import register_spaces, until
 

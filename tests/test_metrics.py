@@ -17,10 +17,10 @@ from gql import gql
 from prometheus_client.metrics_core import Metric
 
 from core.common.metrics import MAX_OPERATION_NAMES
+from sim.kube_standin import KubeStandIn
+from sim.ports import free_port
 from tests.conftest import Org
 from tests.support import factories as make
-from tests.support.kube_standin import KubeStandIn
-from tests.support.ports import free_port
 from tests.support.server import Server
 
 WAIT_S = 20.0

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from sim.kube_standin import KubeStandIn
+from sim.pki import CertificateAuthority
+from sim.ports import free_port
 from tests.conftest import Org, new_org
 from tests.support import factories as make
-from tests.support.kube_standin import KubeStandIn
-from tests.support.pki import CertificateAuthority
-from tests.support.ports import free_port
 from tests.support.server import Server
 
 MANAGED_BY = "app.kubernetes.io/managed-by"

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 import pytest
 
 from providers.oidc import MAX_JWKS_BYTES, KeyCachePolicy, OidcRefused, OidcVerifier
+from sim.oidc_standin import AUDIENCE, OidcStandIn, SigningKey
 from tests.support.canary import Canary
-from tests.support.oidc_standin import AUDIENCE, OidcStandIn, SigningKey
 
 DENY = (ipaddress.ip_network("127.0.0.2/31"),)
 # TTLs of 100 s (refreshed in the background from 75 s), refetches at most every 30 s.

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from sim.kube_standin import KubeStandIn
 from tests.conftest import POSTGRES_URL
 from tests.support.factories import register_on_standin
 from tests.support.graphql import GraphQL
-from tests.support.kube_standin import KubeStandIn
 from tests.support.server import Backend, Server, mint_token
 from tests.support.tcp_proxy import TcpProxy
 

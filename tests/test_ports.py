@@ -9,7 +9,7 @@ import socket
 import pytest
 from aiohttp import web
 
-from tests.support.ports import HeldPort
+from sim.ports import HeldPort
 
 
 def connects(port: int) -> bool:

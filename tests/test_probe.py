@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from gql import gql
 
+from sim.kube_standin import KubeStandIn
 from tests.conftest import Org
 from tests.support.factories import (
     REGISTER_SPACE,
@@ -26,7 +27,6 @@ from tests.support.factories import (
     unique,
 )
 from tests.support.graphql import GraphQL
-from tests.support.kube_standin import KubeStandIn
 from tests.support.server import Server
 
 INTERVAL_S = 0.3

@@ -15,9 +15,9 @@ import pytest
 
 from providers.cluster_credentials import ClusterCredentials
 from providers.probe import VersionProber
-from tests.support.https_standin import server_ssl_context
-from tests.support.kube_standin import KubeStandIn
-from tests.support.pki import CertificateAuthority
+from sim.https_standin import server_ssl_context
+from sim.kube_standin import KubeStandIn
+from sim.pki import CertificateAuthority
 
 VERSION = json.dumps({"major": "1", "minor": "31", "gitVersion": "v1.31.2"}).encode()
 

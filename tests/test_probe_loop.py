@@ -32,9 +32,9 @@ from db.engine import Database
 from db.tables import Space
 from providers.cluster_credentials import ClusterCredentials
 from providers.probe import ProbeOutcome, VersionProber
+from sim.kube_standin import KubeStandIn
 from tests.conftest import POSTGRES_URL
 from tests.support.factories import unique
-from tests.support.kube_standin import KubeStandIn
 from tests.support.server import Backend
 
 KEY = SecretBox.generate_key()

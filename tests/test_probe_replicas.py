@@ -21,9 +21,9 @@ import pytest
 from aiohttp import web
 
 from core.common.secrets import SecretBox
+from sim.kube_standin import KubeStandIn
 from tests.conftest import new_org
 from tests.support.factories import register_generic_space
-from tests.support.kube_standin import KubeStandIn
 from tests.support.server import Backend, Server
 
 SPACES = 10

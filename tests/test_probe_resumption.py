@@ -10,8 +10,8 @@ import pytest
 
 from providers.cluster_credentials import ClusterCredentials
 from providers.probe import VersionProber
-from tests.support.kube_standin import KubeStandIn
-from tests.support.pki import CertificateAuthority
+from sim.kube_standin import KubeStandIn
+from sim.pki import CertificateAuthority
 
 
 @pytest.fixture

@@ -36,8 +36,8 @@ from providers.cluster_credentials import ClusterCredentials, ClusterTarget
 from providers.credentials import CredentialCache
 from providers.errors import AccessRevoked
 from providers.probe import ProbeOutcome
+from sim.pki import CertificateAuthority
 from tests.support.factories import unique
-from tests.support.pki import CertificateAuthority
 from tests.support.server import Backend
 
 FEW = 3

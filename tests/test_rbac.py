@@ -23,11 +23,12 @@ from typing import Any
 import pytest
 from graphql import build_schema
 
+from sim import clouds
+from sim.kube_standin import KubeStandIn
 from tests.conftest import Org
-from tests.support import apps, clouds
+from tests.support import apps
 from tests.support import factories as make
 from tests.support.graphql import GraphQL
-from tests.support.kube_standin import KubeStandIn
 
 VIEW = {
     "space:view",

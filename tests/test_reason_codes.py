@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
+from sim import clouds
+from sim.kube_standin import HostileAnswer, KubeStandIn
 from tests.conftest import Org
-from tests.support import clouds
 from tests.support import factories as make
-from tests.support.kube_standin import HostileAnswer, KubeStandIn
 from tests.support.live import next_item, subscription
 
 WAIT_S = 40.0

@@ -23,12 +23,12 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from sim import clouds
+from sim.clouds import Clouds
+from sim.kube_standin import KubeStandIn
+from sim.ports import free_port
 from tests.conftest import Org, new_org
-from tests.support import clouds
 from tests.support import factories as make
-from tests.support.clouds import Clouds
-from tests.support.kube_standin import KubeStandIn
-from tests.support.ports import free_port
 from tests.support.server import Server
 
 # Every secret below contains MARK, except PEM bodies, which are searched line by line.

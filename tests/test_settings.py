@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from api.settings import Settings, SettingsError
-from tests.support.pki import CertificateAuthority
+from sim.pki import CertificateAuthority
 
 
 @pytest.fixture

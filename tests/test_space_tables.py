@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from sim.kube_standin import KubeStandIn
 from tests.conftest import Org
 from tests.support import factories as make
-from tests.support.kube_standin import KubeStandIn
 
 SPACES = """
 query($first: Int, $after: String, $last: Int, $before: String, $filter: SpaceFilter,

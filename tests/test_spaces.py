@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from sim.pki import CertificateAuthority
 from tests.conftest import Org
 from tests.support.factories import (
     CREATE_ENVIRONMENT,
@@ -36,7 +37,6 @@ from tests.support.factories import (
     top_level_codes,
     unique,
 )
-from tests.support.pki import CertificateAuthority
 
 SPACE = f"""
 query($id: ID!) {{

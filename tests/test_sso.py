@@ -22,10 +22,10 @@ from typing import Any
 import aiohttp
 import pytest
 
+from sim.oidc_standin import OidcStandIn, SigningKey
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.graphql import GraphQL, RawSocket
-from tests.support.oidc_standin import OidcStandIn, SigningKey
 from tests.support.server import Server
 
 WHO = "{ viewer { org { name } role subject credentialKind customRole { name } permissions } }"

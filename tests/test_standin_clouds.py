@@ -34,10 +34,10 @@ from google.oauth2 import _service_account_async, service_account
 from providers import kube
 from providers.cluster_credentials import ClusterCredentials
 from providers.errors import PermanentError
-from tests.support.azure_standin import AKS_SERVER_APP, AzureStandIn, ServicePrincipal
-from tests.support.eks import AccessKey, EksStandIn, token_problem
-from tests.support.gcp_standin import CLOUD_PLATFORM_SCOPE, GcpStandIn
-from tests.support.kube_standin import KubeStandIn
+from sim.azure_standin import AKS_SERVER_APP, AzureStandIn, ServicePrincipal
+from sim.eks import AccessKey, EksStandIn, token_problem
+from sim.gcp_standin import CLOUD_PLATFORM_SCOPE, GcpStandIn
+from sim.kube_standin import KubeStandIn
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from kubernetes_asyncio.client import ApiClient, AppsV1Api, CoreV1Api
 
-from tests.support import workloads as w
-from tests.support.host_standin import HostStandIn
+from sim import workloads as w
+from sim.host_standin import HostStandIn
 from tests.support.kube_clients import kube, kubeconfig_of, kubectl, message, refused
 
 

@@ -26,10 +26,10 @@ from gql.graphql_request import GraphQLRequest
 from gql.transport.exceptions import TransportQueryError
 from websockets.typing import Subprotocol
 
+from sim.kube_standin import KubeStandIn
 from tests.conftest import Org
 from tests.support.factories import register_generic_space, set_space_status
 from tests.support.graphql import GraphQL
-from tests.support.kube_standin import KubeStandIn
 from tests.support.server import Server
 
 EVENTS = """

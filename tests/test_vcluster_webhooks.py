@@ -24,10 +24,10 @@ from kubernetes_asyncio.client import (
     CoreV1Api,
 )
 
-from tests.support.host_standin import HostStandIn, VClusterApi
-from tests.support.kube_admission import AdmissionWebhookStandIn
+from sim.host_standin import HostStandIn, VClusterApi
+from sim.kube_admission import AdmissionWebhookStandIn
+from sim.pki import CertificateAuthority
 from tests.support.kube_clients import APPLY, kube_from, kubectl, message, refused, status_of
-from tests.support.pki import CertificateAuthority
 
 NS = "cs-hooks"
 WEBHOOK = "quota.spacedock.dev"

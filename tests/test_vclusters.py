@@ -21,9 +21,9 @@ from core.cloudspaces.admission_review import MalformedReview, review_of
 from core.cloudspaces.pod_requests import Need
 from core.cloudspaces.quantities import parse_quantity
 from providers.errors import UnexpectedAnswer
-from tests.support.kube_admission import configuration_errors
-from tests.support.kube_quota import quantity_units
-from tests.support.kube_validation import builtin_schemas
+from sim.kube_admission import configuration_errors
+from sim.kube_quota import quantity_units
+from sim.kube_validation import builtin_schemas
 
 
 def test_quantities_read_as_the_api_server_writes_them() -> None:

@@ -21,7 +21,7 @@ import pytest
 
 from api import graphiql
 from core.common.secrets import SecretBox
-from tests.support.ports import free_port
+from sim.ports import free_port
 from tests.support.server import REPO
 
 ASSET = re.compile(r'(?:src|href)="/graphiql/([^"]+)"')

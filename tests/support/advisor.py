@@ -15,12 +15,12 @@ from typing import Any
 import yaml
 from kubernetes_asyncio.client import ApiClient
 
+from sim.host_standin import HostStandIn, VClusterApi
+from sim.pki import KeyPair
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.cloudspaces import Platform, eventually, key, request, wait_for_subscribers
-from tests.support.host_standin import HostStandIn, VClusterApi
 from tests.support.kube_clients import kube, kubeconfig_of, kubectl
-from tests.support.pki import KeyPair
 
 FINDING = """
   id cloudSpaceId ruleId family severity object { kind namespace name } appId title

@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 
 from gql.graphql_request import GraphQLRequest
 
+from sim.host_standin import HostStandIn
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.graphql import GraphQL
-from tests.support.host_standin import HostStandIn
 from tests.support.server import Backend, Server, mint_token
 
 T = TypeVar("T")

@@ -16,9 +16,9 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from tests.support import clouds
+from sim import clouds
+from sim.pki import CertificateAuthority
 from tests.support.graphql import GraphQL
-from tests.support.pki import CertificateAuthority
 
 AZURE_SUBSCRIPTION = clouds.AZURE_SUBSCRIPTION
 GCP_PROJECT = clouds.GCP_PROJECT

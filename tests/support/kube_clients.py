@@ -18,7 +18,7 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import new_client_from_config_dict
 
-from tests.support.pki import KeyPair
+from sim.pki import KeyPair
 
 # Server-side apply as spacedock sends it (plain dict bodies).
 APPLY: dict[str, Any] = {

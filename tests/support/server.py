@@ -19,7 +19,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.common.secrets import SecretBox
-from tests.support.ports import free_port
+from sim.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from tests.support.ports import HeldPort
+from sim.ports import HeldPort
 
 T = TypeVar("T")
 

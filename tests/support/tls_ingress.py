@@ -12,8 +12,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from tests.support.https_standin import server_ssl_context
-from tests.support.pki import CertificateAuthority
+from sim.https_standin import server_ssl_context
+from sim.pki import CertificateAuthority
 from tests.support.tcp_proxy import TcpProxy
 
 

@@ -49,10 +49,11 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp import web
 
-from tests.support.https_standin import server_ssl_context
-from tests.support.kube_validation import DNS1123_SUBDOMAIN, FieldError, invalid_value, required
-from tests.support.pki import CertificateAuthority
-from tests.support.ports import HeldPort
+from sim import server_name
+from sim.https_standin import server_ssl_context
+from sim.kube_validation import DNS1123_SUBDOMAIN, FieldError, invalid_value, required
+from sim.pki import CertificateAuthority
+from sim.ports import HeldPort
 
 Obj = dict[str, Any]
 
@@ -683,7 +684,7 @@ class AdmissionWebhookStandIn:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=10)
 
     async def _start(self) -> None:
-        app = web.Application()
+        app = server_name.named(web.Application(), type(self).__name__)
         app.router.add_post("/{tail:.*}", self._review)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()

@@ -24,8 +24,9 @@ from typing import Any, Self
 
 from aiohttp import web
 
-from tests.support.pki import CertificateAuthority
-from tests.support.ports import HeldPort
+from sim import server_name
+from sim.pki import CertificateAuthority
+from sim.ports import HeldPort
 
 
 def server_ssl_context(ca: CertificateAuthority, common_name: str) -> ssl.SSLContext:
@@ -107,7 +108,7 @@ class HttpsStandIn:
         return response
 
     async def _start(self) -> None:
-        app = web.Application(middlewares=[self._count])
+        app = server_name.named(web.Application(middlewares=[self._count]), type(self).__name__)
         app.add_routes(self.routes())
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()

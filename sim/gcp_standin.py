@@ -64,7 +64,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from tests.support.https_standin import HttpsStandIn
+from sim.https_standin import HttpsStandIn
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"

@@ -40,18 +40,18 @@ import yaml
 from aiohttp import web
 from multidict import CIMultiDict
 
-from tests.support import strategic_merge
-from tests.support.kube_admission import (
+from sim import strategic_merge
+from sim.kube_admission import (
     Attributes,
     UserInfo,
     WebhookCall,
     admit,
     configuration_errors,
 )
-from tests.support.kube_paging import BadContinue, page_of
-from tests.support.kube_quota import apply_limit_range_defaults, quota_refusal, quota_status
-from tests.support.kube_standin import _matches
-from tests.support.kube_validation import (
+from sim.kube_paging import BadContinue, page_of
+from sim.kube_quota import apply_limit_range_defaults, quota_refusal, quota_status
+from sim.kube_standin import _matches
+from sim.kube_validation import (
     CrdSchema,
     FieldError,
     Invalid,

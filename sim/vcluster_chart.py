@@ -53,7 +53,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from tests.support.kube_validation import DNS1123_SUBDOMAIN
+from sim.kube_validation import DNS1123_SUBDOMAIN
 
 Obj = dict[str, Any]
 

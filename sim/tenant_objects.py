@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tests.support.kube_admission import Attributes, UserInfo
+from sim.kube_admission import Attributes, UserInfo
 
 
 def pod(name: str, cpu: str, namespace: str | None = None, memory: str = "64Mi") -> dict[str, Any]:

@@ -9,7 +9,7 @@ are applied there. What every API server here checks, with the real server's wor
 (kube_validation.py, kube_admission.py, kube_quota.py): names by kind (Services
 DNS-1035, Namespaces and StatefulSets DNS-1123 labels), labels, built-in kinds against
 kubernetes-validate's schemas of its minor version, custom resources against their
-CRD's schema (Flux's own from tests/support/upstream/), unknown fields (server-side
+CRD's schema (Flux's own from sim/upstream/), unknown fields (server-side
 apply fails, `fieldValidation=Strict` refuses, else dropped), ValidatingWebhook-
 Configurations (called as the API server calls them), LimitRange defaults and
 ResourceQuota admission for pods. What none of it does: run pods or containers,
@@ -169,16 +169,16 @@ from urllib.parse import urlsplit
 import yaml
 from aiohttp import web
 
-from tests.support import vcluster_chart
-from tests.support.flux_manifests import NAMESPACE as FLUX_NAMESPACE
-from tests.support.flux_manifests import controller_deployments, flux_crds
-from tests.support.flux_standin import Cluster, Flux
-from tests.support.kube_admission import UserInfo
-from tests.support.kube_api import KubeApi, Obj, Resource, Target, now_text, secret_data
-from tests.support.kube_standin import _ssl_context, status
-from tests.support.kube_validation import statefulset_pod_refusal
-from tests.support.pki import CertificateAuthority, KeyPair
-from tests.support.ports import HeldPort
+from sim import server_name, vcluster_chart
+from sim.flux_manifests import NAMESPACE as FLUX_NAMESPACE
+from sim.flux_manifests import controller_deployments, flux_crds
+from sim.flux_standin import Cluster, Flux
+from sim.kube_admission import UserInfo
+from sim.kube_api import KubeApi, Obj, Resource, Target, now_text, secret_data
+from sim.kube_standin import _ssl_context, status
+from sim.kube_validation import statefulset_pod_refusal
+from sim.pki import CertificateAuthority, KeyPair
+from sim.ports import HeldPort
 
 VCLUSTER_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 DEFAULT_NODES = (("8", "32Gi"), ("8", "32Gi"))
@@ -524,7 +524,9 @@ class HostStandIn:
     async def _serve(
         self, name: str, handler: Any, port: HeldPort, ca: CertificateAuthority
     ) -> None:
-        app = web.Application(client_max_size=16 * 1024 * 1024)
+        app = server_name.named(
+            web.Application(client_max_size=16 * 1024 * 1024), type(self).__name__
+        )
         app.router.add_route("*", "/{tail:.*}", handler)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()

@@ -22,7 +22,8 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.support.https_standin import HttpsStandIn, server_ssl_context
+from sim import server_name
+from sim.https_standin import HttpsStandIn, server_ssl_context
 
 PLACEHOLDER = re.compile(r"<(?:namespace|object|image|app|name)-\d+>")
 
@@ -85,7 +86,7 @@ class ChatStandIn(HttpsStandIn):
             await self._port.site(self._runner, self._context()).start()
 
     async def _start(self) -> None:
-        app = web.Application(middlewares=[self._count])
+        app = server_name.named(web.Application(middlewares=[self._count]), type(self).__name__)
         app.add_routes(self.routes())
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()

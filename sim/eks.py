@@ -83,7 +83,8 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from tests.support.ports import HeldPort
+from sim import server_name
+from sim.ports import HeldPort
 
 DEFAULT_ACCOUNT = "123456789012"
 EKS_READ = ("eks:ListClusters", "eks:DescribeCluster", "sts:AssumeRole")
@@ -120,6 +121,11 @@ def _create_aws_request_fixed(self: Any) -> AWSRequest:
 _ORIGINAL_CREATE_AWS_REQUEST = access_control.IAMRequestBase._create_aws_request
 _RUNNING: list[EksStandIn] = []  # moto's settings are process-wide: set while any runs
 _AUTH_COUNT_BEFORE: list[float] = []
+
+
+class _NamedHandler(MotoRequestHandler):  # type: ignore[misc]
+    server_version = server_name.header("EksStandIn")
+    sys_version = ""
 
 
 class EksStandIn:
@@ -159,7 +165,7 @@ class EksStandIn:
                 self.port,
                 self._throttling(app),
                 threaded=True,
-                request_handler=MotoRequestHandler,
+                request_handler=_NamedHandler,
                 fd=held.fileno(),
             )
         self._thread = threading.Thread(

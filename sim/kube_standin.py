@@ -17,7 +17,7 @@ can play many clusters with distinct server URLs.
 
 Bearer tokens: the fixed set `tokens` (clear it to accept no fixed token), and
 any token a check given to `accept_tokens_when(check)` says yes to, e.g. an
-EKS token for one cluster (`tests/support/eks.py`), or an access token issued
+EKS token for one cluster (`sim/eks.py`), or an access token issued
 by the GCP or Azure stand-in. Use one stand-in per cluster when a token must
 be accepted by one cluster and not another.
 """
@@ -39,8 +39,9 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.support.pki import CertificateAuthority, KeyPair
-from tests.support.ports import HeldPort
+from sim import server_name
+from sim.pki import CertificateAuthority, KeyPair
+from sim.ports import HeldPort
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 ROUTE = re.compile(r"^(?P<prefix>/[^/]*)*?(?P<api>/version/?|/api/v1/.*|/apis/.*)$")
@@ -229,7 +230,7 @@ class KubeStandIn:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=10)
 
     async def _start_runner(self) -> None:
-        app = web.Application()
+        app = server_name.named(web.Application(), type(self).__name__)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()

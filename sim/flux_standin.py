@@ -104,10 +104,10 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from tests.support import vcluster_chart
-from tests.support.flux_manifests import CONTROLLER_OF, NAMESPACE, flux_install
-from tests.support.kube_admission import UserInfo
-from tests.support.kube_api import ApiRequest, KubeApi, Obj, Resource, now_text
+from sim import vcluster_chart
+from sim.flux_manifests import CONTROLLER_OF, NAMESPACE, flux_install
+from sim.kube_admission import UserInfo
+from sim.kube_api import ApiRequest, KubeApi, Obj, Resource, now_text
 
 T = TypeVar("T")
 

@@ -65,7 +65,7 @@ from urllib.parse import urlencode
 import yaml
 from aiohttp import web
 
-from tests.support.https_standin import HttpsStandIn
+from sim.https_standin import HttpsStandIn
 
 AKS_SERVER_APP = "6dae42f8-4368-4678-94ff-3960e28e3630"
 PUBLIC_ARM_RESOURCES = ("https://management.azure.com", "https://management.core.windows.net")

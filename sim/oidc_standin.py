@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
-from tests.support.https_standin import HttpsStandIn
+from sim.https_standin import HttpsStandIn
 
 AUDIENCE = "spacedock"
 

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.azure_standin import AzureStandIn
-from tests.support.eks import EksStandIn
-from tests.support.gcp_standin import GcpStandIn
-from tests.support.kube_standin import KubeStandIn
-from tests.support.pki import CertificateAuthority
+from sim.azure_standin import AzureStandIn
+from sim.eks import EksStandIn
+from sim.gcp_standin import GcpStandIn
+from sim.kube_standin import KubeStandIn
+from sim.pki import CertificateAuthority
 
 # The session's AWS account: moto's backends are process-wide, and other tests' stand-ins use
 # moto's default account, so ours lists only our clusters and theirs only theirs.
