@@ -359,6 +359,8 @@ class ApiRequest:
     user: UserInfo = field(
         default_factory=lambda: UserInfo("system:admin", groups=("system:masters",))
     )
+    # Whether the HTTP client has hung up (a controller in the process never does).
+    client_gone: Callable[[], bool] = lambda: False
 
 
 @dataclass
@@ -510,6 +512,11 @@ class KubeApi:
         # Applies that wait before they are answered (`hold_applies`), and how many wait now.
         self._holds: list[ApplyFault] = []
         self._held = 0
+        # Of the held applies: each one's object name and whether its client has hung up;
+        # how many arrived, and per name the most whose clients all still waited at once.
+        self._held_clients: list[tuple[str, Callable[[], bool]]] = []
+        self._held_arrivals: Counter[str] = Counter()
+        self._most_waiting: Counter[str] = Counter()
         self._holds_released = asyncio.Event()
         self._stalled: set[str] = set()
         self._linger: tuple[str, str] | None = None
@@ -649,6 +656,23 @@ class KubeApi:
         """How many applies wait on a hold now."""
         return self._sync(lambda: self._held)
 
+    def applies_waiting(self, name: str | None = None) -> int:
+        """How many held applies (of objects called `name`) have a client still waiting
+        for the answer now."""
+        return self._sync(
+            lambda: sum(not gone() for held, gone in self._held_clients if name in (None, held))
+        )
+
+    def held_arrivals(self, name: str) -> int:
+        """How many applies of objects called `name` have arrived at a hold so far."""
+        return self._sync(lambda: self._held_arrivals[name])
+
+    def most_waiting_at_once(self, name: str) -> int:
+        """The most held applies of objects called `name` whose clients all still waited
+        at one time: two means two callers did the same work at once. Counted as each
+        one arrives."""
+        return self._sync(lambda: self._most_waiting[name])
+
     def release_applies(self) -> None:
         def released() -> None:
             self._holds.clear()
@@ -760,6 +784,7 @@ class KubeApi:
                 request.content_type,
                 await request.read(),
                 self.user_of(request),
+                lambda: request.transport is None or request.transport.is_closing(),
             )
         )
         headers = CIMultiDict[str]()
@@ -866,7 +891,7 @@ class KubeApi:
         if method == "PATCH":
             if request.content_type in APPLY_TYPES:
                 self._calls[Call("apply", qualified, ns, name)] += 1
-                await self._wait_if_held(resource.kind, name)
+                await self._wait_if_held(resource.kind, name, request.client_gone)
                 manager = request.query.get("fieldManager", "")
                 force = request.query.get("force") in ("true", "1")
                 config = self._decode(body)
@@ -891,14 +916,20 @@ class KubeApi:
             return Answer(200, written.result, warnings)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed")
 
-    async def _wait_if_held(self, kind: str, name: str) -> None:
+    async def _wait_if_held(self, kind: str, name: str, client_gone: Callable[[], bool]) -> None:
         if not any(hold.matches(kind, name) for hold in self._holds):
             return
         self._held += 1
+        self._held_arrivals[name] += 1
+        entry = (name, client_gone)
+        self._held_clients.append(entry)
+        waiting = sum(not gone() for held, gone in self._held_clients if held == name)
+        self._most_waiting[name] = max(self._most_waiting[name], waiting)
         try:
             await asyncio.shield(self._holds_released.wait())
         finally:
             self._held -= 1
+            self._held_clients.remove(entry)
 
     def _deleting(self, target: Target) -> Callable[[Write], Written]:
         return lambda write: self._delete(target.resource, target.namespace, target.name, write)
