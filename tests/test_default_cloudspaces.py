@@ -129,7 +129,7 @@ async def test_a_deleted_default_is_not_made_again(setup: Setup, backend: Backen
     assert deleted["userErrors"] == []
 
     async def gone() -> bool:
-        return (await admin.data(LIST))["cloudSpaces"]["totalCount"] == 0
+        return bool((await admin.data(LIST))["cloudSpaces"]["totalCount"] == 0)
 
     await eventually(gone, 60)
     # Another org given its default after that proves a pass ran since.

@@ -132,7 +132,7 @@ async def test_a_long_step_keeps_its_lease_and_stops_when_another_replica_takes_
     host.api.release_applies()
 
     async def ready() -> bool:
-        return (await cloud_space(platform, created["id"]))["phase"] == "READY"
+        return bool((await cloud_space(platform, created["id"]))["phase"] == "READY")
 
     await eventually(ready, 90)
     assert host.api.most_waiting_at_once(namespace) == 1
@@ -168,7 +168,7 @@ async def test_two_servers_never_run_one_step_at_once(
         host.api.release_applies()
 
         async def ready() -> bool:
-            return (await cloud_space(platform, created["id"]))["phase"] == "READY"
+            return bool((await cloud_space(platform, created["id"]))["phase"] == "READY")
 
         await eventually(ready, 90)
     finally:
