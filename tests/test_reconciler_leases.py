@@ -4,7 +4,8 @@ The host stand-in holds the step's apply unanswered (a slow API server). While i
 waits, the server renews its lease; a step is stopped at 5/6 of the lease and retried
 (FAILED, saying so); when another replica has taken the lease over, the server stops
 the step at once and writes nothing of it; and two servers on one Postgres database
-never have two callers waiting on the same step at once.
+never have two callers waiting on the same step at once. A host that answers 429
+(issue 22, 8) is asked again no sooner than its `Retry-After`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sqlalchemy as sa
 from sqlmodel import col
 
 from db.engine import Database
-from db.tables import CloudSpace
+from db.tables import CloudSpace, CloudSpaceEvent
 from tests.support.cloudspaces import CREATE, ONE, Platform, eventually, key, serve_platform
 from tests.support.host_standin import HostStandIn
 from tests.support.server import Backend, Server
@@ -174,3 +175,39 @@ async def test_two_servers_never_run_one_step_at_once(
     finally:
         host.api.release_applies()
         second.stop()
+
+
+async def test_a_throttled_host_is_asked_again_no_sooner_than_it_says(
+    platform: Platform, host: HostStandIn, database: Database
+) -> None:
+    host.api.fail_apply(kind="Namespace", times=None, code=429, retry_after_s=7)
+    try:
+        created = await create(platform, "throttled")
+
+        async def failed() -> dict[str, Any] | None:
+            seen = await cloud_space(platform, created["id"])
+            return seen if seen["phase"] == "FAILED" else None
+
+        seen = await eventually(failed, 30)
+        assert seen["message"].startswith(
+            "HTTP 429 from the API server (too many requests, retry after 7s)"
+        ), seen["message"]
+        async with database.transaction(read_only=True) as session:
+            row = await session.get(CloudSpace, created["id"])
+            assert row is not None
+            failed_at = await session.scalar(
+                sa.select(sa.func.max(CloudSpaceEvent.at)).where(
+                    col(CloudSpaceEvent.cloud_space_id) == created["id"],
+                    col(CloudSpaceEvent.phase) == "FAILED",
+                )
+            )
+        # The retry is due when the API server said, not after the reconciler's 0.2 s.
+        assert failed_at is not None
+        assert row.next_attempt_at - failed_at >= timedelta(seconds=7)
+    finally:
+        host.api.heal()
+
+    async def ready() -> bool:
+        return bool((await cloud_space(platform, created["id"]))["phase"] == "READY")
+
+    await eventually(ready, 90)

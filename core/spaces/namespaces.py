@@ -72,6 +72,7 @@ async def list_namespaces(
                 credentials,
                 deny=services.deny_networks,
                 max_body_bytes=services.cluster_max_body_bytes,
+                max_items=budget.items_left,  # no page read past what the budget refuses
             )
             budget.take_items(len(found), "namespaces")
     except AccessRevoked as revoked:

@@ -258,6 +258,7 @@ class ApplyFault:
     kind: str | None
     name: str | None
     times: int | None  # None: until healed
+    retry_after_s: int | None = None  # a 429's Retry-After
 
     def matches(self, kind: str, name: str) -> bool:
         return (self.kind is None or self.kind == kind) and (self.name is None or self.name == name)
@@ -282,9 +283,17 @@ class Target:
 class ApiError(Exception):
     """A refusal, answered as a `Status` body (`body` when the caller built it whole)."""
 
-    def __init__(self, code: int, reason: str, message: str, body: Obj | None = None) -> None:
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        body: Obj | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code, self.reason, self.message, self.body = code, reason, message, body
+        self.headers = headers or {}
 
     def status(self) -> Obj:
         if self.body is not None:
@@ -302,7 +311,7 @@ class ApiError(Exception):
         return found
 
     def response(self) -> web.Response:
-        return web.json_response(self.status(), status=self.code)
+        return web.json_response(self.status(), status=self.code, headers=self.headers)
 
 
 def refused(invalid: Invalid) -> ApiError:
@@ -368,6 +377,7 @@ class Answer:
     code: int
     body: Obj
     warnings: list[str] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 def _scale_of(workload: Obj) -> Obj:
@@ -635,10 +645,13 @@ class KubeApi:
         name: str | None = None,
         times: int | None = 1,
         code: int = 500,
+        retry_after_s: int | None = None,
     ) -> None:
         """The next `times` server-side applies (of that kind and/or name, if
-        given; every one until `heal()` if times is None) answer `code`."""
-        self._sync(lambda: self._apply_faults.append(ApplyFault(code, kind, name, times)))
+        given; every one until `heal()` if times is None) answer `code`; a 429 as the
+        API server's priority and fairness sheds load, with `Retry-After`."""
+        fault = ApplyFault(code, kind, name, times, retry_after_s)
+        self._sync(lambda: self._apply_faults.append(fault))
 
     def hold_applies(self, *, kind: str | None = None, name: str | None = None) -> None:
         """A slow API server: server-side applies of that kind and/or name wait, unanswered
@@ -787,7 +800,7 @@ class KubeApi:
                 lambda: request.transport is None or request.transport.is_closing(),
             )
         )
-        headers = CIMultiDict[str]()
+        headers = CIMultiDict[str](answer.headers)
         for warning in answer.warnings:
             headers.add("Warning", warning)
         return web.json_response(answer.body, status=answer.code, headers=headers)
@@ -797,7 +810,7 @@ class KubeApi:
         try:
             return await self._handle(request)
         except ApiError as error:
-            return Answer(error.code, error.status())
+            return Answer(error.code, error.status(), headers=error.headers)
 
     def user_of(self, request: web.Request) -> UserInfo:
         """Who sent a request: a ServiceAccount for a token this server issued, the
@@ -1283,6 +1296,24 @@ class KubeApi:
                     break
                 if fault.times is not None:
                     fault.times -= 1
+                if fault.code == 429:
+                    wait = 1 if fault.retry_after_s is None else fault.retry_after_s
+                    raise ApiError(
+                        429,
+                        "TooManyRequests",
+                        "Too many requests, please try again later.",
+                        {
+                            "kind": "Status",
+                            "apiVersion": "v1",
+                            "metadata": {},
+                            "status": "Failure",
+                            "message": "Too many requests, please try again later.",
+                            "reason": "TooManyRequests",
+                            "details": {"retryAfterSeconds": wait},
+                            "code": 429,
+                        },
+                        {"Retry-After": str(wait)},
+                    )
                 raise ApiError(
                     fault.code,
                     "InternalError" if fault.code >= 500 else "Forbidden",
