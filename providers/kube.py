@@ -74,6 +74,8 @@ DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 LABEL_TEXT_LIMIT = 317  # a label key (253 + "/" + 63) is the longest label text
 # Namespaces per list request (kubectl's chunk size).
 PAGE_SIZE = 500
+# An API server's continue token is base64 of a short JSON key; anything longer is not one.
+CONTINUE_TOKEN_LIMIT = 4096
 # Tries of one request an API server answers 429, while the call's time allows.
 THROTTLED_TRIES = 4
 
@@ -260,8 +262,10 @@ def _namespace_chunk(value: Any) -> tuple[list[ClusterNamespace], str | None]:
     if not isinstance(items, list):
         raise UnexpectedAnswer("a namespace list without a list of items")
     token = (value.get("metadata") or {}).get("continue") or None
-    if token is not None and (not isinstance(token, str) or not token.isprintable()):
-        raise UnexpectedAnswer("a continue token that is not text")
+    if token is not None and (
+        not isinstance(token, str) or len(token) > CONTINUE_TOKEN_LIMIT or not token.isprintable()
+    ):
+        raise UnexpectedAnswer("a continue token that is not a short text")
     return [_namespace(item) for item in items], token
 
 

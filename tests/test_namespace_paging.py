@@ -5,6 +5,7 @@ the wait while the field's time allows, else a provider error that names the wai
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from tests.conftest import Org
 from tests.support import factories as make
-from tests.support.kube_standin import KubeStandIn
+from tests.support.kube_standin import HostileAnswer, KubeStandIn
 
 LIST_CALL = "GET /api/v1/namespaces"
 NAMESPACES = """
@@ -91,3 +92,21 @@ async def test_a_cluster_that_asks_for_a_longer_wait_is_a_temporary_error_naming
         "HTTP 429 from the API server (too many requests, retry after 6s)"
     ), error["message"]
     assert cluster.throttled == 1, "a wait past the field's time is not waited out"
+
+
+async def test_a_continue_token_no_api_server_sends_is_an_unexpected_answer(
+    org: Org, cluster: KubeStandIn
+) -> None:
+    space = await registered(org, cluster)
+    chunk = {"kind": "NamespaceList", "apiVersion": "v1", "items": []}
+    cluster.answers[LIST_CALL] = HostileAnswer(
+        json.dumps({**chunk, "metadata": {"continue": "x" * 5000}}).encode()
+    )
+
+    response = await org.viewer.call(NAMESPACES, {"id": space["id"]})
+
+    [error] = response["errors"]
+    assert error["message"] == (
+        "unexpected answer from the API server: a continue token that is not a short text"
+    )
+    assert cluster.requests[LIST_CALL] == 1, "the token was not sent back"
