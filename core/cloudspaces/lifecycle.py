@@ -226,6 +226,8 @@ async def create(
 async def insert(
     unit: Unit, org_id: str, name: str, host_id: str, quota: Any, *, is_default: bool
 ) -> CloudSpace:
+    """A new CloudSpace, PENDING at its first step and due now (its checks already made);
+    its phase event goes out after commit."""
     row = CloudSpace(
         id=new_id("cs"),
         org_id=org_id,
