@@ -183,6 +183,7 @@ class Settings(BaseSettings):
     vcluster_url_template: str | None = _setting(None, "SPACEDOCK_VCLUSTER_URL_TEMPLATE")
     flux_manifests: str = _setting(DEFAULT_FLUX_MANIFESTS, "SPACEDOCK_FLUX_MANIFESTS")
     reconcile_interval_s: float = _setting(30.0, "SPACEDOCK_RECONCILE_INTERVAL_S", 0)
+    reconcile_lease_s: float = _setting(30.0, "SPACEDOCK_RECONCILE_LEASE_S", 0.5)
     # The API server refuses TokenRequests shorter than 10 minutes.
     kubeconfig_ttl_s: int = _setting(3600, "SPACEDOCK_KUBECONFIG_TTL_S", 599)
     # The App Advisor (issue 24; core.advisor.settings, built by `advisor`).
@@ -322,6 +323,7 @@ class Settings(BaseSettings):
             vcluster_url_template=self.vcluster_url_template,
             flux_manifests=self.flux_manifests,
             reconcile_interval_s=self.reconcile_interval_s,
+            reconcile_lease_s=self.reconcile_lease_s,
             kubeconfig_ttl_s=self.kubeconfig_ttl_s,
             admission_url=self.admission_url,
             admission_ca_pem=None

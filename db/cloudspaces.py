@@ -172,3 +172,17 @@ async def release_all(session: AsyncSession, owner: str, now: datetime) -> None:
         .where(col(CloudSpace.claimed_by) == owner)
         .values(claimed_by=None, lease_until=None, next_attempt_at=now)
     )
+
+
+async def renew_lease(
+    session: AsyncSession, cloud_space_id: str, owner: str, lease_until: datetime
+) -> bool:
+    """Extends `owner`'s lease on the CloudSpace; False when `owner` no longer holds it
+    (another reconciler took it over, or the row is gone)."""
+    result = await session.execute(
+        sa.update(CloudSpace)
+        .where(col(CloudSpace.id) == cloud_space_id, col(CloudSpace.claimed_by) == owner)
+        .values(lease_until=lease_until)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]

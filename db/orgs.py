@@ -79,3 +79,30 @@ async def detach_revoked_tokens(session: AsyncSession, role_id: str) -> None:
         .values(custom_role_id=None)
     )
     await session.execute(query)
+
+
+async def orgs_without_default_cloud_space(
+    session: AsyncSession, except_org_id: str, limit: int
+) -> list[Org]:
+    """Orgs not yet given their default CloudSpace, oldest first, leaving out the
+    platform's own org (`except_org_id`, the one that owns the host)."""
+    query = (
+        sa.select(Org)
+        .where(col(Org.default_cloud_space_at).is_(None), col(Org.id) != except_org_id)
+        .order_by(col(Org.created_at), col(Org.id))
+        .limit(limit)
+    )
+    return list((await session.scalars(query)).all())
+
+
+async def mark_default_cloud_space(session: AsyncSession, org_id: str, now: datetime) -> bool:
+    """Marks the org as given its default CloudSpace; False when it already was. The
+    conditional UPDATE is the claim: a concurrent transaction doing the same waits for
+    this one's row lock (Postgres) or the write lock (SQLite), then finds it marked."""
+    result = await session.execute(
+        sa.update(Org)
+        .where(col(Org.id) == org_id, col(Org.default_cloud_space_at).is_(None))
+        .values(default_cloud_space_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]

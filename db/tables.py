@@ -68,6 +68,10 @@ class Org(SQLModel, table=True):
     id: str = Field(primary_key=True)
     name: str = Field(unique=True)
     created_at: datetime = _time()
+    # When the org was given its default CloudSpace (core.cloudspaces.defaults); null until
+    # then. Set once, in the transaction that makes it, so no replica makes a second one
+    # and one its admins deleted is not made again.
+    default_cloud_space_at: datetime | None = _time(nullable=True)
 
 
 class RoleDefinition(SQLModel, table=True):
@@ -254,6 +258,14 @@ class CloudSpace(SQLModel, table=True):
     __table_args__ = (
         sa.UniqueConstraint("org_id", "name", name="uq_cloud_spaces_org_name"),
         sa.Index("ix_cloud_spaces_due", "next_attempt_at"),
+        # At most one default CloudSpace per org, whatever made it.
+        sa.Index(
+            "uq_cloud_spaces_one_default",
+            "org_id",
+            unique=True,
+            sqlite_where=sa.text("is_default"),
+            postgresql_where=sa.text("is_default"),
+        ),
     )
 
     id: str = Field(primary_key=True)

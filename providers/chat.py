@@ -16,7 +16,13 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from providers.errors import PermanentError, ProviderError, TemporaryError, UnexpectedAnswer
+from providers.errors import (
+    PermanentError,
+    ProviderError,
+    TemporaryError,
+    UnexpectedAnswer,
+    retry_after_header,
+)
 from providers.network import IPNetwork, fetch
 
 MAX_ANSWER_BYTES = 256 * 1024
@@ -43,13 +49,6 @@ class ChatEndpoint:
     @property
     def host(self) -> str:
         return urlsplit(self.url).netloc.rpartition("@")[2]
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    try:
-        return max(0.0, float(headers.get("Retry-After", "")))
-    except ValueError:
-        return None
 
 
 async def complete(
@@ -84,7 +83,9 @@ async def complete(
     except (aiohttp.ClientError, OSError) as failed:
         raise TemporaryError(f"{where} cannot be reached ({type(failed).__name__})") from None
     if answer.status == 429 or answer.status >= 500:
-        raise TemporaryError(f"HTTP {answer.status} from {where}", _retry_after(answer.headers))
+        raise TemporaryError(
+            f"HTTP {answer.status} from {where}", retry_after_header(answer.headers)
+        )
     if answer.status != 200:
         raise PermanentError(f"HTTP {answer.status} from {where}")
     try:

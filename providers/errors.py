@@ -15,8 +15,10 @@ each give it their first and longest waits.
 from __future__ import annotations
 
 import asyncio
+import math
 import socket
 import ssl
+from collections.abc import Mapping
 
 import aiohttp
 
@@ -53,6 +55,31 @@ class PermanentError(ProviderError):
     pass
 
 
+class TooManyRequests(TemporaryError):
+    """HTTP 429: the server is shedding load (an API server's priority and fairness) and
+    says when to come back (`Retry-After`); the request itself was fine."""
+
+
+# The longest `Retry-After` believed: a server that asks for more is retried after this.
+LONGEST_RETRY_AFTER_S = 300.0
+
+
+def retry_after_header(headers: Mapping[str, str] | None) -> float | None:
+    """The wait a `Retry-After` header asks for, in seconds (at most LONGEST_RETRY_AFTER_S);
+    None when there is none or it is not a number of seconds (the HTTP-date form is
+    never sent by an API server)."""
+    given = (headers or {}).get("Retry-After")
+    if given is None:
+        return None
+    try:
+        seconds = float(given.strip())
+    except ValueError:
+        return None
+    if not math.isfinite(seconds):
+        return None
+    return min(LONGEST_RETRY_AFTER_S, max(0.0, seconds))
+
+
 class AccessRevoked(PermanentError):
     """The space's cloud account may no longer mint credentials for its cluster."""
 
@@ -68,9 +95,17 @@ class UnexpectedAnswer(PermanentError):
         super().__init__(f"{UNEXPECTED_ANSWER}: {what}")
 
 
-def for_status(status: int, server_message: str = "") -> ProviderError:
-    """The error for an HTTP status the API server answered with."""
+def for_status(
+    status: int, server_message: str = "", retry_after_s: float | None = None
+) -> ProviderError:
+    """The error for an HTTP status the API server answered with; `retry_after_s` is
+    what its `Retry-After` asked for (a 429's)."""
     detail = f": {server_message}" if server_message else ""
+    if status == 429:
+        after = "" if retry_after_s is None else f", retry after {retry_after_s:g}s"
+        return TooManyRequests(
+            f"HTTP 429 from the API server (too many requests{after}){detail}", retry_after_s
+        )
     if status == 401:
         return PermanentError(f"401 unauthorized: the cluster rejected the credential{detail}")
     if status == 403:

@@ -17,6 +17,12 @@ for 4 MiB). Every answer is checked for the shape we use, so whatever a
 cluster sends becomes a `ProviderError` whose reason uses the words of
 `providers.errors`; the SDK exception is chained, never quoted, since its text
 carries response headers.
+
+Namespaces are listed in chunks (`limit` and `continue`, as kubectl lists), so a
+cluster with thousands answers in bounded pieces, and reading stops past what the
+caller may take. An API server shedding load answers 429 with `Retry-After`: the
+call waits that long and tries again while its time allows (as client-go does), and
+otherwise fails as a temporary error carrying the wait.
 """
 
 from __future__ import annotations
@@ -27,11 +33,11 @@ import json.decoder
 import json.scanner
 import re
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api, V1Namespace, V1ObjectMeta
@@ -42,9 +48,11 @@ from providers.cluster_credentials import ClusterCredentials
 from providers.errors import (
     PermanentError,
     ProviderError,
+    TooManyRequests,
     UnexpectedAnswer,
     for_exception,
     for_status,
+    retry_after_header,
 )
 from providers.network import (
     DEFAULT_MAX_BODY_BYTES,
@@ -64,6 +72,14 @@ DECODE_ON_LOOP_BYTES = 256 * 1024
 # A namespace name is a DNS label; anything else did not come from an API server.
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 LABEL_TEXT_LIMIT = 317  # a label key (253 + "/" + 63) is the longest label text
+# Namespaces per list request (kubectl's chunk size).
+PAGE_SIZE = 500
+# An API server's continue token is base64 of a short JSON key; anything longer is not one.
+CONTINUE_TOKEN_LIMIT = 4096
+# Tries of one request an API server answers 429, while the call's time allows.
+THROTTLED_TRIES = 4
+
+T = TypeVar("T")
 
 
 class AlreadyExists(PermanentError):
@@ -117,7 +133,7 @@ async def build_client(
 def translate(error: BaseException, timeout_s: float) -> ProviderError:
     """Our error for whatever a cluster call raised."""
     if isinstance(error, ApiException) and isinstance(error.status, int) and error.status > 0:
-        return for_answer(error.status, error.body)
+        return for_answer(error.status, error.body, error.headers)
     if isinstance(error, (ApiException, aiohttp.ClientError, OSError, TimeoutError)):
         return for_exception(error, timeout_s)
     # The SDK's models refuse shapes the API never sends (a null name, a string for a
@@ -125,12 +141,15 @@ def translate(error: BaseException, timeout_s: float) -> ProviderError:
     return UnexpectedAnswer(f"the answer does not fit the API ({type(error).__name__})")
 
 
-def for_answer(status: int, body: bytes | str | None) -> ProviderError:
-    """The error for a non-2xx answer, with the server's Status message, cleaned."""
+def for_answer(
+    status: int, body: bytes | str | None, headers: Mapping[str, str] | None = None
+) -> ProviderError:
+    """The error for a non-2xx answer, with the server's Status message, cleaned, and the
+    wait its `Retry-After` asks for (a 429: TooManyRequests, temporary)."""
     message = server_message(body)
     if status == 409:
         return AlreadyExists(f"409 conflict: {message or 'the object already exists'}")
-    return for_status(status, message)
+    return for_status(status, message, retry_after_header(headers))
 
 
 @asynccontextmanager
@@ -184,7 +203,7 @@ async def json_answer(response: Any, decode: Any = None) -> Any:
     wants in the same step (off the event loop for large bodies)."""
     body: bytes = await response.read()
     if not 200 <= response.status <= 299:
-        raise for_answer(response.status, body)
+        raise for_answer(response.status, body, response.headers)
     content_type = response.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
     if content_type != "application/json":
         raise UnexpectedAnswer(f"HTTP {response.status} without a JSON body")
@@ -237,11 +256,34 @@ def _namespace(item: Any) -> ClusterNamespace:
     )
 
 
-def _namespace_list(value: Any) -> list[ClusterNamespace]:
+def _namespace_chunk(value: Any) -> tuple[list[ClusterNamespace], str | None]:
+    """One chunk of a namespace list: its namespaces and the token of the next, if any."""
     items = value.get("items") if isinstance(value, dict) else None
     if not isinstance(items, list):
         raise UnexpectedAnswer("a namespace list without a list of items")
-    return [_namespace(item) for item in items]
+    token = (value.get("metadata") or {}).get("continue") or None
+    if token is not None and (
+        not isinstance(token, str) or len(token) > CONTINUE_TOKEN_LIMIT or not token.isprintable()
+    ):
+        raise UnexpectedAnswer("a continue token that is not a short text")
+    return [_namespace(item) for item in items], token
+
+
+async def retrying_throttled(call: Callable[[], Awaitable[T]], deadline: float) -> T:
+    """`call`'s answer; a 429 is tried again after the wait it asks for (1 s when it
+    names none), up to THROTTLED_TRIES times, while the loop's clock stays before
+    `deadline`; past that the TooManyRequests goes to the caller, with its wait."""
+    loop = asyncio.get_running_loop()
+    attempt = 1
+    while True:
+        try:
+            return await call()
+        except TooManyRequests as throttled:
+            wait = 1.0 if throttled.retry_after_s is None else throttled.retry_after_s
+            if attempt >= THROTTLED_TRIES or loop.time() + wait >= deadline:
+                raise
+        await asyncio.sleep(wait)
+        attempt += 1
 
 
 async def list_namespaces(
@@ -250,13 +292,40 @@ async def list_namespaces(
     deny: tuple[IPNetwork, ...] = (),
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_items: int | None = None,
 ) -> list[ClusterNamespace]:
+    """Every namespace, read in chunks of PAGE_SIZE; reading stops once more than
+    `max_items` are read (the caller refuses that many). A continue token the server
+    expired (410) makes the list start over, once."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    found: list[ClusterNamespace] = []
+    token: str | None = None
+    restarted = False
     async with cluster_api(
         credentials, deny=deny, timeout_s=timeout_s, max_body_bytes=max_body_bytes
     ) as api:
-        answer = await api.list_namespace(_preload_content=False)
-        listed: list[ClusterNamespace] = await json_answer(answer, _namespace_list)
-    return listed
+
+        async def chunk() -> tuple[list[ClusterNamespace], str | None]:
+            paging: dict[str, Any] = {"limit": PAGE_SIZE}
+            if token is not None:
+                paging["_continue"] = token
+            answer = await api.list_namespace(_preload_content=False, **paging)
+            read: tuple[list[ClusterNamespace], str | None] = await json_answer(
+                answer, _namespace_chunk
+            )
+            return read
+
+        while True:
+            try:
+                namespaces, token = await retrying_throttled(chunk, deadline)
+            except ProviderError as expired:
+                if token is None or restarted or not expired.reason.startswith("HTTP 410"):
+                    raise
+                found, token, restarted = [], None, True
+                continue
+            found += namespaces
+            if token is None or (max_items is not None and len(found) > max_items):
+                return found
 
 
 async def create_namespace(

@@ -258,6 +258,7 @@ class ApplyFault:
     kind: str | None
     name: str | None
     times: int | None  # None: until healed
+    retry_after_s: int | None = None  # a 429's Retry-After
 
     def matches(self, kind: str, name: str) -> bool:
         return (self.kind is None or self.kind == kind) and (self.name is None or self.name == name)
@@ -282,9 +283,17 @@ class Target:
 class ApiError(Exception):
     """A refusal, answered as a `Status` body (`body` when the caller built it whole)."""
 
-    def __init__(self, code: int, reason: str, message: str, body: Obj | None = None) -> None:
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        body: Obj | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code, self.reason, self.message, self.body = code, reason, message, body
+        self.headers = headers or {}
 
     def status(self) -> Obj:
         if self.body is not None:
@@ -302,7 +311,7 @@ class ApiError(Exception):
         return found
 
     def response(self) -> web.Response:
-        return web.json_response(self.status(), status=self.code)
+        return web.json_response(self.status(), status=self.code, headers=self.headers)
 
 
 def refused(invalid: Invalid) -> ApiError:
@@ -359,6 +368,8 @@ class ApiRequest:
     user: UserInfo = field(
         default_factory=lambda: UserInfo("system:admin", groups=("system:masters",))
     )
+    # Whether the HTTP client has hung up (a controller in the process never does).
+    client_gone: Callable[[], bool] = lambda: False
 
 
 @dataclass
@@ -366,6 +377,7 @@ class Answer:
     code: int
     body: Obj
     warnings: list[str] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 def _scale_of(workload: Obj) -> Obj:
@@ -510,6 +522,11 @@ class KubeApi:
         # Applies that wait before they are answered (`hold_applies`), and how many wait now.
         self._holds: list[ApplyFault] = []
         self._held = 0
+        # Of the held applies: each one's object name and whether its client has hung up;
+        # how many arrived, and per name the most whose clients all still waited at once.
+        self._held_clients: list[tuple[str, Callable[[], bool]]] = []
+        self._held_arrivals: Counter[str] = Counter()
+        self._most_waiting: Counter[str] = Counter()
         self._holds_released = asyncio.Event()
         self._stalled: set[str] = set()
         self._linger: tuple[str, str] | None = None
@@ -628,10 +645,13 @@ class KubeApi:
         name: str | None = None,
         times: int | None = 1,
         code: int = 500,
+        retry_after_s: int | None = None,
     ) -> None:
         """The next `times` server-side applies (of that kind and/or name, if
-        given; every one until `heal()` if times is None) answer `code`."""
-        self._sync(lambda: self._apply_faults.append(ApplyFault(code, kind, name, times)))
+        given; every one until `heal()` if times is None) answer `code`; a 429 as the
+        API server's priority and fairness sheds load, with `Retry-After`."""
+        fault = ApplyFault(code, kind, name, times, retry_after_s)
+        self._sync(lambda: self._apply_faults.append(fault))
 
     def hold_applies(self, *, kind: str | None = None, name: str | None = None) -> None:
         """A slow API server: server-side applies of that kind and/or name wait, unanswered
@@ -648,6 +668,23 @@ class KubeApi:
     def applies_held(self) -> int:
         """How many applies wait on a hold now."""
         return self._sync(lambda: self._held)
+
+    def applies_waiting(self, name: str | None = None) -> int:
+        """How many held applies (of objects called `name`) have a client still waiting
+        for the answer now."""
+        return self._sync(
+            lambda: sum(not gone() for held, gone in self._held_clients if name in (None, held))
+        )
+
+    def held_arrivals(self, name: str) -> int:
+        """How many applies of objects called `name` have arrived at a hold so far."""
+        return self._sync(lambda: self._held_arrivals[name])
+
+    def most_waiting_at_once(self, name: str) -> int:
+        """The most held applies of objects called `name` whose clients all still waited
+        at one time: two means two callers did the same work at once. Counted as each
+        one arrives."""
+        return self._sync(lambda: self._most_waiting[name])
 
     def release_applies(self) -> None:
         def released() -> None:
@@ -760,9 +797,10 @@ class KubeApi:
                 request.content_type,
                 await request.read(),
                 self.user_of(request),
+                lambda: request.transport is None or request.transport.is_closing(),
             )
         )
-        headers = CIMultiDict[str]()
+        headers = CIMultiDict[str](answer.headers)
         for warning in answer.warnings:
             headers.add("Warning", warning)
         return web.json_response(answer.body, status=answer.code, headers=headers)
@@ -772,7 +810,7 @@ class KubeApi:
         try:
             return await self._handle(request)
         except ApiError as error:
-            return Answer(error.code, error.status())
+            return Answer(error.code, error.status(), headers=error.headers)
 
     def user_of(self, request: web.Request) -> UserInfo:
         """Who sent a request: a ServiceAccount for a token this server issued, the
@@ -866,7 +904,7 @@ class KubeApi:
         if method == "PATCH":
             if request.content_type in APPLY_TYPES:
                 self._calls[Call("apply", qualified, ns, name)] += 1
-                await self._wait_if_held(resource.kind, name)
+                await self._wait_if_held(resource.kind, name, request.client_gone)
                 manager = request.query.get("fieldManager", "")
                 force = request.query.get("force") in ("true", "1")
                 config = self._decode(body)
@@ -891,14 +929,20 @@ class KubeApi:
             return Answer(200, written.result, warnings)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed")
 
-    async def _wait_if_held(self, kind: str, name: str) -> None:
+    async def _wait_if_held(self, kind: str, name: str, client_gone: Callable[[], bool]) -> None:
         if not any(hold.matches(kind, name) for hold in self._holds):
             return
         self._held += 1
+        self._held_arrivals[name] += 1
+        entry = (name, client_gone)
+        self._held_clients.append(entry)
+        waiting = sum(not gone() for held, gone in self._held_clients if held == name)
+        self._most_waiting[name] = max(self._most_waiting[name], waiting)
         try:
             await asyncio.shield(self._holds_released.wait())
         finally:
             self._held -= 1
+            self._held_clients.remove(entry)
 
     def _deleting(self, target: Target) -> Callable[[Write], Written]:
         return lambda write: self._delete(target.resource, target.namespace, target.name, write)
@@ -1252,6 +1296,24 @@ class KubeApi:
                     break
                 if fault.times is not None:
                     fault.times -= 1
+                if fault.code == 429:
+                    wait = 1 if fault.retry_after_s is None else fault.retry_after_s
+                    raise ApiError(
+                        429,
+                        "TooManyRequests",
+                        "Too many requests, please try again later.",
+                        {
+                            "kind": "Status",
+                            "apiVersion": "v1",
+                            "metadata": {},
+                            "status": "Failure",
+                            "message": "Too many requests, please try again later.",
+                            "reason": "TooManyRequests",
+                            "details": {"retryAfterSeconds": wait},
+                            "code": 429,
+                        },
+                        {"Retry-After": str(wait)},
+                    )
                 raise ApiError(
                     fault.code,
                     "InternalError" if fault.code >= 500 else "Forbidden",

@@ -7,7 +7,10 @@ alike can flip its fault switches: `status_code` (answer everything with a
 5xx or 401/403), `delay_s` (slow answers), `hold()` / `release()` (every
 answer waits until released: a cluster that is slow for exactly as long as a
 test needs), `refuse()` (stop listening:
-connection refused), `present_wrong_ca()` (a certificate from another CA).
+connection refused), `present_wrong_ca()` (a certificate from another CA),
+`throttle(times, retry_after_s)` (the next calls answer 429 with `Retry-After`, as an
+API server's priority and fairness sheds load). Namespace lists are served in chunks
+when asked with `limit` (`continue` tokens, as sim/kube_paging.py serves them).
 Hostile switches (issue 7) make it a cluster that attacks its client:
 `redirect_to` (every call answers a 3xx to that URL) and `answers` (a call
 answers exactly the given status, content type and body, which may be huge,
@@ -40,6 +43,7 @@ from typing import Any
 from aiohttp import web
 
 from sim import server_name
+from sim.kube_paging import BadContinue, page_of
 from sim.pki import CertificateAuthority, KeyPair
 from sim.ports import HeldPort
 
@@ -47,8 +51,14 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 ROUTE = re.compile(r"^(?P<prefix>/[^/]*)*?(?P<api>/version/?|/api/v1/.*|/apis/.*)$")
 
 
-def status(code: int, reason: str, message: str) -> web.Response:
-    body = {
+def status(
+    code: int,
+    reason: str,
+    message: str,
+    details: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> web.Response:
+    body: dict[str, Any] = {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
@@ -57,7 +67,9 @@ def status(code: int, reason: str, message: str) -> web.Response:
         "reason": reason,
         "code": code,
     }
-    return web.json_response(body, status=code)
+    if details is not None:
+        body["details"] = details
+    return web.json_response(body, status=code, headers=headers)
 
 
 def _ssl_context(pair: KeyPair, client_ca_pem: str | None) -> ssl.SSLContext:
@@ -134,6 +146,7 @@ class KubeStandIn:
         self.handshakes: Counter[str] = Counter()
         self.objects: dict[str, dict[str, dict[str, Any]]] = {}
         self.namespaces: dict[str, dict[str, Any]] = {}
+        self._revision = 1  # the list's resourceVersion, bumped by each namespace written
         for name in ("default", "kube-system"):
             self._put_namespace(name, {})
         self._context = _ssl_context(self.ca.issue("kube-apiserver"), self.ca.pem)
@@ -154,6 +167,10 @@ class KubeStandIn:
         self.calls_in_flight: Counter[str] = Counter()
         self.most_calls_in_flight: Counter[str] = Counter()
         self.answers: dict[str, HostileAnswer] = {}  # "GET /api/v1/namespaces": what to send
+        # The next calls answered 429 (`throttle`), the wait they ask for, and how many were.
+        self._throttle_left = 0
+        self._throttle_after_s = 1
+        self.throttled = 0
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> KubeStandIn:
@@ -197,8 +214,23 @@ class KubeStandIn:
         self._call(self._close_site())
         self._call(self._open_site())
 
+    def add_namespaces(self, names: list[str]) -> None:
+        """Namespaces made on the cluster by someone else."""
+
+        async def made() -> None:
+            for name in names:
+                self._put_namespace(name, {})
+
+        self._call(made())
+
+    def throttle(self, times: int, retry_after_s: int = 1) -> None:
+        """The next `times` calls answer 429 TooManyRequests with `Retry-After`, as the API
+        server's priority and fairness answers when it sheds load."""
+        self._throttle_left, self._throttle_after_s = times, retry_after_s
+
     def heal(self) -> None:
         """Back to a healthy server."""
+        self._throttle_left = 0
         self.status_code = None
         self.delay_s = 0.0
         self.release()
@@ -267,6 +299,7 @@ class KubeStandIn:
             "status": {"phase": "Active"},
         }
         self.namespaces[name] = namespace
+        self._revision += 1
         return namespace
 
     def _authenticated(self, request: web.Request) -> bool:
@@ -309,6 +342,17 @@ class KubeStandIn:
             )
         if (hostile := self.answers.get(f"{request.method} {api.split('?')[0]}")) is not None:
             return await self._hostile(request, hostile)
+        if self._throttle_left > 0:
+            self._throttle_left -= 1
+            self.throttled += 1
+            wait = self._throttle_after_s
+            return status(
+                429,
+                "TooManyRequests",
+                "Too many requests, please try again later.",
+                details={"retryAfterSeconds": wait},
+                headers={"Retry-After": str(wait)},
+            )
         if self.status_code is not None:
             return status(
                 self.status_code,
@@ -376,12 +420,16 @@ class KubeStandIn:
         items = [
             ns for ns in self.namespaces.values() if _matches(ns["metadata"]["labels"], selector)
         ]
+        try:
+            page, paging = page_of(items, request.query, self._revision, filtered=bool(selector))
+        except BadContinue as error:
+            return status(400, "BadRequest", str(error))
         return web.json_response(
             {
                 "kind": "NamespaceList",
                 "apiVersion": "v1",
-                "metadata": {"resourceVersion": "1"},
-                "items": items,
+                "metadata": {"resourceVersion": str(self._revision), **paging},
+                "items": page,
             }
         )
 

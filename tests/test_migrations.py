@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlmodel import SQLModel
+from sqlmodel import SQLModel, col
 
 import db.admission_tables  # strict quota's tables, kept apart for length
 import db.tables  # noqa: F401  (registers the tables)
@@ -205,5 +205,89 @@ async def test_names_that_already_collide_survive_the_name_key_migration(
         assert keys["cloud_accounts"] == {"ca_0": "prod", "ca_1": None}
         # A deregistered space keeps its key: only live names must differ.
         assert keys["spaces"] == {"spc_1": "dev", "spc_2": None, "spc_3": "dev"}
+    finally:
+        await database.dispose()
+
+
+async def test_orgs_holding_a_default_cloudspace_are_marked_as_given_one(
+    empty_backend: Backend,
+) -> None:
+    """Issue 22 (0016): an org whose default CloudSpace `spacedock token create` made before
+    this revision is marked as given it, so the server never makes it a second one; an
+    org with none is left for the server (and one with only other CloudSpaces too)."""
+    database = Database(empty_backend.url)
+    now = datetime(2026, 1, 1)  # as UtcDateTime stores times: naive, in UTC
+
+    def legacy(connection: sa.Connection) -> None:
+        command.upgrade(alembic_config(connection), "0014")
+        tables = sa.MetaData()
+        table = {
+            name: sa.Table(name, tables, autoload_with=connection)
+            for name in ("orgs", "spaces", "cloud_spaces")
+        }
+        connection.execute(
+            table["orgs"].insert(),
+            [
+                {"id": org_id, "name": org_id, "created_at": now}
+                for org_id in ("org_platform", "org_served", "org_waiting", "org_own")
+            ],
+        )
+        connection.execute(
+            table["spaces"].insert(),
+            {
+                "id": "spc_host",
+                "org_id": "org_platform",
+                "name": "host",
+                "provider": "GENERIC",
+                "space_type": "GENERIC",
+                "config_json": "{}",
+                "identity_key": "spc_host",
+                "synthetic": False,
+                "probe_status": "UNKNOWN",
+                "held": False,
+                "consecutive_failures": 0,
+                "next_probe_at": now,
+                "created_at": now,
+            },
+        )
+        connection.execute(
+            table["cloud_spaces"].insert(),
+            [
+                {
+                    "id": f"cs_{org_id}",
+                    "org_id": org_id,
+                    "name": name,
+                    "host_space_id": "spc_host",
+                    "cpu": 2.0,
+                    "memory_mib": 4096,
+                    "is_default": is_default,
+                    "phase": "READY",
+                    "step": "refresh",
+                    "failures": 0,
+                    "next_attempt_at": now,
+                    "created_at": now + timedelta(minutes=5),
+                }
+                for org_id, name, is_default in (
+                    ("org_served", "default", True),
+                    ("org_own", "staging", False),
+                )
+            ],
+        )
+        connection.commit()
+
+    try:
+        async with database.engine.connect() as connection:
+            await connection.run_sync(legacy)
+        await database.migrate()
+        async with database.engine.connect() as connection:
+            assert await connection.run_sync(_differences) == []
+            query = sa.select(col(Org.id), col(Org.default_cloud_space_at))
+            marked: dict[str, datetime | None] = dict((await connection.execute(query)).all())
+        assert marked == {
+            "org_platform": None,
+            "org_served": datetime(2026, 1, 1, 0, 5, tzinfo=UTC),
+            "org_waiting": None,
+            "org_own": None,
+        }
     finally:
         await database.dispose()

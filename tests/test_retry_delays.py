@@ -15,7 +15,14 @@ from core.common.services import Services
 from core.spaces.health import HealthRule
 from db.engine import Database
 from providers import clouds
-from providers.errors import PermanentError, TemporaryError, backoff_s, retry_after_s
+from providers.errors import (
+    PermanentError,
+    TemporaryError,
+    backoff_s,
+    for_status,
+    retry_after_header,
+    retry_after_s,
+)
 
 
 def test_the_wait_doubles_from_the_first_up_to_the_longest() -> None:
@@ -64,3 +71,27 @@ async def test_a_cloud_that_throttles_every_attempt_says_when_to_try_again(
     assert attempts == clouds.THROTTLE_RETRIES + 1
     assert refused.value.retry_after_s == clouds.THROTTLED_RETRY_AFTER_S
     assert "try again in a minute" in refused.value.reason
+
+
+def test_a_429_is_temporary_and_carries_the_wait_its_retry_after_asks_for() -> None:
+    throttled = for_status(429, "Too many requests", retry_after_header({"Retry-After": "7"}))
+    assert isinstance(throttled, TemporaryError) and retry_after_s(throttled) == 7
+    assert throttled.reason == (
+        "HTTP 429 from the API server (too many requests, retry after 7s): Too many requests"
+    )
+    assert retry_after_s(for_status(429)) is None  # no header: the caller's backoff decides
+    # What a server may send: kept within bounds, or ignored when it is no number of seconds.
+    assert [
+        retry_after_header({"Retry-After": given})
+        for given in (
+            "0",
+            " 2 ",
+            "-5",
+            "1e9",
+            "inf",
+            "nan",
+            "soon",
+            "Wed, 21 Oct 2026 07:28:00 GMT",
+        )
+    ] == [0, 2, 0, 300, None, None, None, None]
+    assert retry_after_header(None) is None and retry_after_header({}) is None

@@ -29,6 +29,7 @@ def test_values_are_read_from_their_variables(env: pytest.MonkeyPatch) -> None:
     env.setenv("SPACEDOCK_AMBIENT_CREDENTIAL_ORGS", "acme, , globex")
     env.setenv("SPACEDOCK_CORS_ORIGINS", "HTTP://LocalHost:80, https://app.example:8443")
     env.setenv("SPACEDOCK_RECONCILE_INTERVAL_S", "7")
+    env.setenv("SPACEDOCK_RECONCILE_LEASE_S", "12")
     env.setenv("SPACEDOCK_VCLUSTER_URL_TEMPLATE", "https://{name}.{namespace}.example")
     settings = Settings.from_env()
     assert (settings.port, settings.probe_interval_s) == (9000, 1.5)
@@ -39,6 +40,7 @@ def test_values_are_read_from_their_variables(env: pytest.MonkeyPatch) -> None:
     assert settings.ambient_credential_orgs == frozenset({"acme", "globex"})
     assert settings.cors_origins == ("http://localhost", "https://app.example:8443")
     assert settings.cloudspaces.reconcile_interval_s == 7
+    assert settings.cloudspaces.reconcile_lease_s == 12
     assert settings.cloudspaces.vcluster_url_template == "https://{name}.{namespace}.example"
 
 
@@ -62,6 +64,7 @@ REFUSED = {
     "SPACEDOCK_PORT=80.5": "SPACEDOCK_PORT must be a whole number, got '80.5'",
     "SPACEDOCK_TOKEN_CACHE_TTL_S=0.05": "SPACEDOCK_TOKEN_CACHE_TTL_S must be greater than 0.1",
     "SPACEDOCK_KUBECONFIG_TTL_S=500": "SPACEDOCK_KUBECONFIG_TTL_S must be greater than 599",
+    "SPACEDOCK_RECONCILE_LEASE_S=0.5": "SPACEDOCK_RECONCILE_LEASE_S must be greater than 0.5",
     "SPACEDOCK_CLUSTER_DENY_CIDRS=10.0.0.0/8,bad": "SPACEDOCK_CLUSTER_DENY_CIDRS must be "
     "comma-separated CIDRs",
     "SPACEDOCK_CORS_ORIGINS=http://x.example/path": "SPACEDOCK_CORS_ORIGINS must be "

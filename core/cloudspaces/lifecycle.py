@@ -1,5 +1,6 @@
-"""CloudSpaces: creation with strict quotas, quota changes, deletion, the default CloudSpace
-of a new org, and the lifecycle's steps and events (README "CloudSpaces").
+"""CloudSpaces: creation with strict quotas, quota changes, deletion, and the lifecycle's
+steps and events (README "CloudSpaces"); an org's default CloudSpace is
+core.cloudspaces.defaults.
 
 A quota is checked against what the host can really give: the sum of its nodes'
 allocatable, less what every other CloudSpace on it (of any org) was promised,
@@ -29,7 +30,7 @@ from core.spaces.clusters import credentials_for
 from core.spaces.statuses import CloudSpacePhase
 from db import cloudspaces as cloudspace_rows
 from db import owned
-from db.tables import CloudSpace, CloudSpaceEvent, Org, Space
+from db.tables import CloudSpace, CloudSpaceEvent, Space
 from providers.errors import ProviderError
 
 
@@ -219,12 +220,14 @@ async def create(
         viewer.org_id,
     )
     problems.raise_if_any()
-    return await _insert(unit, viewer.org_id, request.name, host.id, request, is_default=False)
+    return await insert(unit, viewer.org_id, request.name, host.id, request, is_default=False)
 
 
-async def _insert(
+async def insert(
     unit: Unit, org_id: str, name: str, host_id: str, quota: Any, *, is_default: bool
 ) -> CloudSpace:
+    """A new CloudSpace, PENDING at its first step and due now (its checks already made);
+    its phase event goes out after commit."""
     row = CloudSpace(
         id=new_id("cs"),
         org_id=org_id,
@@ -242,21 +245,6 @@ async def _insert(
     await record_phase(unit, row, None, CloudSpacePhase.PENDING, None)
     unit.reconcile_soon = True
     return row
-
-
-async def create_default(unit: Unit, services: Services, org: Org) -> CloudSpace | None:
-    """A new org's CloudSpace `default` on the platform's host space, when one is set.
-
-    Its quota is the platform's default; the reconciler's capacity step checks it
-    against the host before anything is provisioned."""
-    settings = services.cloudspaces
-    if settings.default_host_space is None:
-        return None
-    host = await cloudspace_rows.host_space(unit.session, settings.default_host_space)
-    if host is None or host.deregistered_at is not None:
-        return None
-    quota = CreateRequest(DEFAULT_NAME, host.id, settings.default_cpu, settings.default_memory_mib)
-    return await _insert(unit, org.id, DEFAULT_NAME, host.id, quota, is_default=True)
 
 
 async def in_org(unit: Unit, viewer: Viewer, cloud_space_id: str) -> CloudSpace:

@@ -18,10 +18,21 @@ namespace lingering) releases the CloudSpace for a short poll, its blocker in
 with exponential backoff (while DELETING the phase stays and the reason is the
 message). READY re-runs `refresh` every SPACEDOCK_RECONCILE_INTERVAL_S. The last
 DELETING step removes the row and sends DELETED, once.
+
+A worker owns its CloudSpace only while its lease (SPACEDOCK_RECONCILE_LEASE_S, 30 s)
+holds, so no other replica runs a step at the same time: while a step runs, a heartbeat
+renews the lease every third of it; a step, minting its credential included, is stopped
+at five sixths of the lease (a temporary failure, retried), so it ends before a lease
+written as it started can lapse even when no renewal gets through; and a renewal that
+finds the lease taken (this process stalled past it, and another replica claimed the
+CloudSpace) stops the step at once, and nothing of it is written.
+
+A second task gives every org its default CloudSpace (core.cloudspaces.defaults).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import secrets
@@ -32,6 +43,7 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import ClassVar
 
+from core.cloudspaces import defaults
 from core.cloudspaces import lifecycle as rules
 from core.cloudspaces.steps import STEPS, Failed, Outcome, Steps, Wait
 from core.common import metrics
@@ -53,9 +65,13 @@ from providers.errors import ProviderError, backoff_s, retry_after_s
 
 log = logging.getLogger("spacedock.reconciler")
 
-# A worker renews its lease at every step; a dead worker's CloudSpaces wait this long.
-LEASE = timedelta(seconds=30)
 MAX_RETRY_S = 300.0
+# A step may run for this share of the lease (the rest is the margin for the write after it).
+STEP_SHARE_OF_LEASE = 5 / 6
+# The heartbeat renews the lease this many times per lease.
+RENEWALS_PER_LEASE = 3
+# Orgs without their default CloudSpace are looked for this often.
+DEFAULTS_EVERY_S = 5.0
 # CloudSpaces made by another process (a replica; `spacedock token create` making an org's
 # default one) cannot wake this loop: it looks for due work this often, and this rarely
 # while there is no CloudSpace at all.
@@ -86,6 +102,21 @@ class ReconcileStats(LoopStats):
     deleted: int = metric(
         "counter", "spacedock_reconcile_deleted_total", "CloudSpaces removed (DELETED sent)."
     )
+    steps_too_long: int = metric(
+        "counter",
+        "spacedock_reconcile_steps_too_long_total",
+        "CloudSpace steps stopped at their deadline, below the lease (retried).",
+    )
+    leases_lost: int = metric(
+        "counter",
+        "spacedock_reconcile_leases_lost_total",
+        "CloudSpace steps stopped because another reconciler had taken the lease over.",
+    )
+    defaults_made: int = metric(
+        "counter",
+        "spacedock_default_cloudspaces_made_total",
+        "Default CloudSpaces this server gave to orgs that had none.",
+    )
 
 
 class Then(StrEnum):
@@ -112,6 +143,9 @@ class Reconciler:
         self.services = services
         self.settings = services.cloudspaces
         self.owner = owner_name()
+        self.lease = timedelta(seconds=self.settings.reconcile_lease_s)
+        self.step_deadline_s = self.settings.reconcile_lease_s * STEP_SHARE_OF_LEASE
+        self.renew_every_s = self.settings.reconcile_lease_s / RENEWALS_PER_LEASE
         self.stats = ReconcileStats()
         self.loop = Loop("reconcile", self.stats, concurrency)
         self.steps = Steps(services, on_call=self._count_call)
@@ -130,10 +164,12 @@ class Reconciler:
     # -- lifecycle --------------------------------------------------------------
     def start(self) -> None:
         self.loop.run("claims", self._claim_step)
+        self.loop.run("default-cloudspaces", self._defaults_step)
         log.info(
-            "CloudSpace reconciler started as %s: READY re-checked every %gs",
+            "CloudSpace reconciler started as %s: READY re-checked every %gs, leases of %gs",
             self.owner,
             self.settings.reconcile_interval_s,
+            self.settings.reconcile_lease_s,
         )
 
     async def stop(self, grace_s: float = STOP_GRACE_S) -> None:
@@ -160,10 +196,10 @@ class Reconciler:
                 unit.session,
                 cloudspace_rows.RECONCILE_QUEUE,
                 now=unit.now,
-                due_again=unit.now + LEASE,
+                due_again=unit.now + self.lease,
                 limit=free,
                 owner=self.owner,
-                lease_until=unit.now + LEASE,
+                lease_until=unit.now + self.lease,
             )
         for row in rows:
             self.loop.spawn(row.id, self._work(row))
@@ -175,6 +211,11 @@ class Reconciler:
                 when_none_s=LOOK_WHEN_NONE_S,  # no CloudSpace at all: looked at rarely
             )
             await self.loop.nap(due_in, self.services.reconcile_wanted)
+
+    async def _defaults_step(self) -> None:
+        made = await defaults.ensure_all(self.services)
+        self.stats.defaults_made += made
+        await self.loop.nap(0 if made >= defaults.BATCH else DEFAULTS_EVERY_S)
 
     # -- one CloudSpace -----------------------------------------------------------
     async def _work(self, row: CloudSpace | None) -> None:
@@ -190,7 +231,9 @@ class Reconciler:
                         host = await cloudspace_rows.host_space(session, row.host_space_id)
                 step = row.step
                 started = time.perf_counter()
-                outcome = await self._run(row, host)
+                outcome = await self._run_leased(row, host)
+                if outcome is None:
+                    return  # the lease passed to another reconciler, which runs it now
                 metrics.observe_reconcile_step(
                     time.perf_counter() - started, step, outcome_word(outcome)
                 )
@@ -199,7 +242,52 @@ class Reconciler:
             if cloud_space_id is not None:
                 self.steps.forget(cloud_space_id)
 
+    async def _run_leased(self, row: CloudSpace, host: Space | None) -> Outcome | None:
+        """The step's outcome, run while a heartbeat renews the lease; None when a renewal
+        found the lease taken over: the step was stopped then, and writes nothing."""
+        step = asyncio.create_task(self._run(row, host), name=f"spacedock-step-{row.id}")
+        try:
+            while True:
+                done, _ = await asyncio.wait({step}, timeout=self.renew_every_s)
+                if done:
+                    return step.result()
+                if not await self._renew(row.id):
+                    self.stats.leases_lost += 1
+                    log.warning(
+                        "CloudSpace %s step %s stopped: its lease was taken over", row.id, row.step
+                    )
+                    return None
+        finally:
+            if not step.done():
+                step.cancel()
+                await asyncio.gather(step, return_exceptions=True)
+
+    async def _renew(self, cloud_space_id: str) -> bool:
+        """Extends this worker's lease; False when it no longer holds it. A renewal that
+        cannot be written (the database away) counts as held: the step's deadline, below
+        the lease written as it started, still ends it in time."""
+        try:
+            async with self.services.unit() as unit:
+                return await cloudspace_rows.renew_lease(
+                    unit.session, cloud_space_id, self.owner, unit.now + self.lease
+                )
+        except Exception as error:
+            log.warning("CloudSpace %s lease not renewed: %s", cloud_space_id, describe(error))
+            return True
+
     async def _run(self, row: CloudSpace, host: Space | None) -> Outcome:
+        """The step, its credential's mint included, within the step deadline."""
+        try:
+            async with asyncio.timeout(self.step_deadline_s):
+                return await self._step(row, host)
+        except TimeoutError:
+            self.stats.steps_too_long += 1
+            return Failed(
+                f"timeout: step {row.step} took longer than {self.step_deadline_s:g}s "
+                "(5/6 of SPACEDOCK_RECONCILE_LEASE_S); retrying"
+            )
+
+    async def _step(self, row: CloudSpace, host: Space | None) -> Outcome:
         try:
             if host is None:
                 return Failed("the host space no longer exists")
@@ -229,7 +317,7 @@ class Reconciler:
             if after is Then.REMOVED:
                 return None
             if after is Then.CONTINUE:
-                row.lease_until = row.next_attempt_at = unit.now + LEASE
+                row.lease_until = row.next_attempt_at = unit.now + self.lease
             else:
                 row.claimed_by, row.lease_until = None, None
             unit.session.add(row)

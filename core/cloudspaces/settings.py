@@ -57,6 +57,8 @@ class CloudSpaceSettings:
     vcluster_url_template: str | None = None
     flux_manifests: str = DEFAULT_FLUX_MANIFESTS
     reconcile_interval_s: float = 30.0
+    # How long a reconciler holds a CloudSpace between renewals (core.cloudspaces.reconciler).
+    reconcile_lease_s: float = 30.0
     kubeconfig_ttl_s: int = 3600
     # Strict quota (issue 22): the HTTPS address under which the vClusters reach spacedock's
     # admission webhook, and the CA of its certificate (None: the system roots). Without

@@ -94,6 +94,11 @@ class LiveCallBudget:
         async with self._slots, self._server_slots:
             yield
 
+    @property
+    def items_left(self) -> int:
+        """How many more results the operation may take."""
+        return max(0, self.limits.items_per_request - self.items)
+
     def take_items(self, count: int, what: str) -> None:
         """Counts `count` results of a call against the operation's allowance;
         PermanentError (TOO_MANY_ITEMS) when they do not fit."""

@@ -1,4 +1,5 @@
-"""An org's start: created on first use with its default CloudSpace, then its first token.
+"""An org's start: created on first use (with its default CloudSpace when this process knows
+the host), then its first token.
 
 Creating an org touches two domains, access (the token) and CloudSpaces (the default
 CloudSpace on the platform's host space), so it lives above both rather than in
@@ -8,7 +9,7 @@ either; `spacedock token create` and the test servers create orgs through here.
 from __future__ import annotations
 
 from core.access import audit, tokens
-from core.cloudspaces import lifecycle as cloudspaces
+from core.cloudspaces import defaults as default_cloudspaces
 from core.common.ids import new_id
 from core.common.services import Services, Unit
 from db import orgs as org_rows
@@ -17,14 +18,15 @@ from db.tables import Org
 
 
 async def org_named(unit: Unit, name: str, services: Services | None = None) -> Org:
-    """The org of that name, created if needed; a new org gets its default CloudSpace
-    when `services` say where (SPACEDOCK_DEFAULT_HOST_SPACE)."""
+    """The org of that name, created if needed; a new org gets its default CloudSpace at
+    once when `services` say where (SPACEDOCK_DEFAULT_HOST_SPACE), else from the server
+    (core.cloudspaces.defaults)."""
     org = await org_rows.org_by_name(unit.session, name)
     if org is None:
         org = Org(id=new_id("org"), name=name, created_at=unit.now)
         await owned.add(unit.session, org)
         if services is not None:
-            await cloudspaces.create_default(unit, services, org)
+            await default_cloudspaces.ensure(unit, services, org)
     return org
 
 

@@ -71,7 +71,10 @@ async def list_namespaces(
             found = await kube.list_namespaces(
                 credentials,
                 deny=services.deny_networks,
+                # A 429 whose wait would outlast the field is answered at once, with its wait.
+                timeout_s=services.live_field_timeout_s,
                 max_body_bytes=services.cluster_max_body_bytes,
+                max_items=budget.items_left,  # no page read past what the budget refuses
             )
             budget.take_items(len(found), "namespaces")
     except AccessRevoked as revoked:
