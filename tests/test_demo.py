@@ -125,23 +125,28 @@ async def test_the_demo_shows_spaces_in_every_state_with_their_reason_codes(demo
     query = readme_block("A first query")
     assert query == demo_module.FIRST_QUERY.strip()
 
+    healthy = ("web", "api", "batch", "eks-payments", "gke-analytics", "aks-storefront")
+    wanted = {"UNAUTHORIZED", "TLS", "CONNECTION_REFUSED", "HTTP_ERROR"}
+
+    seen: list[dict[str, Any]] = []
+
     async def settled() -> dict[str, Any] | None:
         data = await demo.client.data(query)
+        seen[:] = data["spaces"]["nodes"]
+        status = {space["name"]: space["status"] for space in data["spaces"]["nodes"]}
         codes = {
             space["statusReasonCode"]
             for space in data["spaces"]["nodes"]
             if space["status"] == "INACTIVE"
         }
-        wanted = {"UNAUTHORIZED", "TLS", "CONNECTION_REFUSED", "HTTP_ERROR"}
-        return data if wanted <= codes else None
+        up = all(status.get(name) == "ACTIVE" for name in healthy)
+        return data if wanted <= codes and up else None
 
-    data = await eventually(settled)
-    statuses = {space["name"]: space["status"] for space in data["spaces"]["nodes"]}
-    assert len(statuses) == 15
-    assert all(
-        statuses[name] == "ACTIVE"
-        for name in ("web", "api", "eks-payments", "gke-analytics", "aks-storefront")
-    )
+    try:
+        data = await eventually(settled, timeout_s=90)
+    except AssertionError:
+        raise AssertionError(f"the spaces never settled: {seen}") from None
+    assert len(data["spaces"]["nodes"]) == 15
     accounts = {account["provider"]: account for account in data["cloudAccounts"]["nodes"]}
     assert set(accounts) == {"AWS", "GCP", "AZURE"}
     assert all(account["clusters"] for account in accounts.values())

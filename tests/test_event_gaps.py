@@ -53,8 +53,10 @@ WAIT_S = 30.0
 SPACES = 4
 # Probes of the test's unreachable servers must publish no transitions of their own.
 QUIET_PROBES = {"SPACEDOCK_PROBE_FAILURE_THRESHOLD": "1000000"}
-# The listener checks its LISTEN connection this often (the default is 5 s).
-KEEPALIVE_S = "0.5"
+# The listener checks its LISTEN connection this often (the default is 5 s); a check must
+# answer within as long, so on a machine busy with the rest of the suite a shorter one
+# would drop a healthy connection again and again.
+KEEPALIVE_S = "2"
 
 
 @pytest.fixture(scope="module")
@@ -258,6 +260,12 @@ class Scene:
     def follower_of(self, space_ids: list[str] | None) -> Follower:
         return next(f for f in self.followers if f.space_ids == space_ids)
 
+    def listener_said(self) -> str:
+        """The listener's log lines about its LISTEN link and replays, for a failure."""
+        words = ("LISTEN", "replay", "keepalive", "catch up", "Error")
+        lines = [line for line in self.listener.log().splitlines() if any(w in line for w in words)]
+        return "\n".join(lines[-40:])
+
     async def everyone_has_everything(self, in_id_order: bool = True) -> None:
         """Waits until each follower has as many events as the database holds for it, then
         says they are exactly those, each once, and in id order unless changes were made
@@ -274,7 +282,10 @@ class Scene:
                     break
             assert not follower.failures, follower.failures
             missed = sorted(set(expected) - set(follower.received))
-            assert not missed, f"{len(missed)} of {len(expected)} events never arrived"
+            assert not missed, (
+                f"{len(missed)} of {len(expected)} events never arrived; the listener said:\n"
+                + self.listener_said()
+            )
             assert len(follower.received) == len(set(follower.received)), "an event came twice"
             assert set(follower.received) == set(expected), "an event came that is not theirs"
             if in_id_order:
