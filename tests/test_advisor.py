@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from gql.transport.exceptions import TransportQueryError
 
 from tests.conftest import Org
@@ -34,7 +33,6 @@ from tests.support.advisor import (
 )
 from tests.support.advisor import CHANGES as CHANGES_QUERY
 from tests.support.cloudspaces import CREATE, ONE, Platform, eventually, request, serve_platform
-from tests.support.flux_manifests import flux_install
 from tests.support.graphql import GraphQL
 from tests.support.host_standin import HostStandIn
 from tests.support.server import Backend
@@ -53,12 +51,8 @@ def platform(
     backend: Backend, host: HostStandIn, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Platform]:
     directory = Path(tmp_path_factory.mktemp("server"))
-    # Flux v2.9.4's own install manifests: the vCluster runs the controllers apps need.
-    manifests = directory / "gotk-components.yaml"
-    manifests.write_text(yaml.safe_dump_all(flux_install()))
     env = {
         "SPACEDOCK_ADVISOR_INTERVAL_S": str(INTERVAL_S),
-        "SPACEDOCK_FLUX_MANIFESTS": str(manifests),
         "SPACEDOCK_APP_STATUS_INTERVAL_S": "0.2",
         "SPACEDOCK_APP_RETRY_INTERVAL_S": "0.5",
     }

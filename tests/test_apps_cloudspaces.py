@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.conftest import Org
 from tests.support import apps as support
@@ -22,7 +21,6 @@ from tests.support import factories as make
 from tests.support.cloudspaces import CREATE as CREATE_CLOUD_SPACE
 from tests.support.cloudspaces import DELETE as DELETE_CLOUD_SPACE
 from tests.support.cloudspaces import Platform, eventually, key, request, serve_platform
-from tests.support.flux_manifests import flux_install
 from tests.support.graphql import GraphQL
 from tests.support.host_standin import HostStandIn
 from tests.support.server import Backend
@@ -46,12 +44,7 @@ def platform(
     backend: Backend, host: HostStandIn, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Platform]:
     directory = Path(tmp_path_factory.mktemp("server"))
-    # Flux v2.9.4's own install manifests (every CRD and controller), so the vCluster runs
-    # the source-, kustomize- and helm-controller apps need.
-    manifests = directory / "gotk-components.yaml"
-    manifests.write_text(yaml.safe_dump_all(flux_install()))
     env = {
-        "SPACEDOCK_FLUX_MANIFESTS": str(manifests),
         "SPACEDOCK_APP_STATUS_INTERVAL_S": "0.2",
         "SPACEDOCK_APP_RETRY_INTERVAL_S": "0.5",
     }

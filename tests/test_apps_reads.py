@@ -10,12 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.conftest import Org
 from tests.support import apps as support
 from tests.support.cloudspaces import CREATE, Platform, eventually, serve_platform
-from tests.support.flux_manifests import flux_install
 from tests.support.host_standin import HostStandIn
 from tests.support.server import Backend
 from tests.support.sql_counts import quiet, statements
@@ -49,11 +47,8 @@ def platform(
     backend: Backend, host: HostStandIn, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Platform]:
     directory = Path(tmp_path_factory.mktemp("server"))
-    manifests = directory / "gotk-components.yaml"
-    manifests.write_text(yaml.safe_dump_all(flux_install()))
     # Loops that wake rarely, so the server goes quiet between requests.
     env = {
-        "SPACEDOCK_FLUX_MANIFESTS": str(manifests),
         "SPACEDOCK_RECONCILE_INTERVAL_S": "3600",
         "SPACEDOCK_APP_STATUS_INTERVAL_S": "3600",
         "SPACEDOCK_TOKEN_CACHE_TTL_S": "3600",

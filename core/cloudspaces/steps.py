@@ -142,14 +142,14 @@ class Steps:
             if state.failed:
                 return Failed(f"the vCluster's HelmRelease failed: {state.message}")
             if not state.ready:
-                return Wait(state.message or "waiting for the vCluster's HelmRelease")
+                return Wait(f"the vCluster's HelmRelease: {state.message or 'waiting'}")
             if chart.release_server(release) is None:
                 # A LoadBalancer had no address at install: export with the one it has now.
                 if await self._release(kube, row) is None:
                     return Wait(
                         f"waiting for the LoadBalancer Service {target.name} to get an address"
                     )
-                return Wait("exporting the vCluster's kubeconfig with its address")
+                return Wait("the vCluster's HelmRelease: exporting the kubeconfig with its address")
             secret = await kube.get(
                 host_api.path_of(
                     "v1",
@@ -159,7 +159,7 @@ class Steps:
                 )
             )
         if secret is None:
-            return Wait("waiting for the vCluster to export its kubeconfig")
+            return Wait("the vCluster's HelmRelease: waiting for the exported kubeconfig")
         return Done()
 
     async def _kubeconfig_copy(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
@@ -237,7 +237,7 @@ class Steps:
         if state.failed:
             return Failed(f"installing Flux into the vCluster failed: {state.message}")
         if not state.ready:
-            return Wait(state.message or "waiting for Flux to be installed in the vCluster")
+            return Wait(f"Flux into the vCluster: {state.message or 'waiting'}")
 
         async def work(vcluster: host_api.Kube) -> Outcome:
             deployments = await vcluster.items(
@@ -245,7 +245,7 @@ class Steps:
             )
             if chart.flux_deployments_available(deployments):
                 return Done()
-            return Wait("waiting for Flux's controllers in the vCluster")
+            return Wait("Flux into the vCluster: waiting for its controllers to be available")
 
         return await self._in_vcluster(row, host, work)
 
