@@ -156,6 +156,18 @@ def helm_release(
     }
 
 
+def release_differs(applied: Mapping[str, Any] | None, wanted: Mapping[str, Any]) -> bool:
+    """Whether the applied HelmRelease's chart version or values are not the wanted ones."""
+    if applied is None:
+        return True
+    spec, wanted_spec = applied.get("spec") or {}, wanted["spec"]
+    version = ((spec.get("chart") or {}).get("spec") or {}).get("version")
+    return bool(
+        spec.get("values") != wanted_spec["values"]
+        or version != wanted_spec["chart"]["spec"]["version"]
+    )
+
+
 def release_server(release: Mapping[str, Any] | None) -> str | None:
     """The server the applied release exports its kubeconfig with."""
     values = ((release or {}).get("spec") or {}).get("values") or {}

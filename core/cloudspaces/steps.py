@@ -251,11 +251,19 @@ class Steps:
 
     async def _refresh(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
         """READY: the release's values (a resize of the chart's host quota takes effect
-        here; an apply that changes nothing is no upgrade), the headroom quotas in
+        here, as a Helm upgrade), the headroom quotas in
         every namespace (new ones too), and the usage."""
         target = target_of(row)
         async with self._connect(host) as kube:
-            await self._release(kube, row)
+            applied = await kube.get(
+                host_api.path_of(chart.HELM_API, "HelmRelease", target.namespace, target.name)
+            )
+            # Read first: most passes change nothing, and a read costs the host less.
+            wanted = chart.helm_release(
+                self.settings, target, await address(self.services, kube, target)
+            )
+            if chart.release_differs(applied, wanted):
+                await self._release(kube, row)
             reach = self._reach.get(row.id) or await admin_reach(self.services, kube, target)
         async with self._connect(reach.credentials) as vcluster:
             return Done(await self._headroom_in(vcluster, row))
