@@ -513,7 +513,8 @@ async def test_one_query_mints_no_more_kubeconfigs_than_its_live_call_budget(
     """This module's server allows one live call per request: of two vClusters'
     kubeconfigs asked at once, one is minted and the other field is PROVIDER_ERROR
     naming the limit; asked alone, each is minted."""
-    first = await ready_cloudspace(platform, tenant, "budget-a", 1, 1024)
+    # The longest name allowed (52): the chart's StatefulSet, Services and release take it.
+    first = await ready_cloudspace(platform, tenant, "budget-" + "a" * 45, 1, 1024)
     second = await ready_cloudspace(platform, tenant, "budget-b", 1, 1024)
     answer = await tenant.editor.call(TWO_KUBECONFIGS, {"a": first["id"], "b": second["id"]})
     minted = [answer["data"][alias]["vclusters"][0]["kubeconfig"] for alias in ("a", "b")]
