@@ -126,11 +126,12 @@ async def test_a_name_no_derived_object_could_take_is_refused_on_its_field(
 
 
 async def test_the_longest_name_every_derived_object_takes_is_accepted(tenant: Org) -> None:
+    # (This module's host is full: the quota is refused, the name is not. A 52-character
+    # CloudSpace reaching READY on the chart is in test_cloudspaces.)
     payload = await tenant.editor.mutate(
         CREATE, {"input": {"name": "w" * 52, "cpu": 0.5, "memoryMiB": 256}}
     )
-    assert payload["userErrors"] == []
-    assert payload["cloudSpace"]["vclusters"] == [{"name": "w" * 52, "ready": False}]
+    assert [e["field"] for e in payload["userErrors"]] == [["input", "cpu"], ["input", "memoryMiB"]]
 
 
 async def test_a_host_of_another_org_is_not_found_and_viewers_cannot_create(
