@@ -43,7 +43,9 @@ def problems(values: dict[str, Any]) -> list[str]:
         (None, None),  # a LoadBalancer that has no address yet
     ],
 )
-def test_our_values_pass_the_pinned_charts_schema(template: str | None, address: str | None) -> None:
+def test_our_values_pass_the_pinned_charts_schema(
+    template: str | None, address: str | None
+) -> None:
     settings = CloudSpaceSettings(vcluster_url_template=template)
     assert settings.vcluster_chart_version == vcluster_chart.CHART_VERSION == DEFAULT_CHART_VERSION
     values = chart.release_values(settings, TARGET, address)
@@ -87,7 +89,9 @@ def test_the_host_quota_holds_the_tenants_quota_flux_and_the_control_plane() -> 
 
 def test_the_exported_kubeconfig_names_the_address_tenants_use() -> None:
     address = "https://vc.example.com:8443/cs-0123456789abcdef/team-a"
-    values = chart.release_values(CloudSpaceSettings(vcluster_url_template=TEMPLATE), TARGET, address)
+    values = chart.release_values(
+        CloudSpaceSettings(vcluster_url_template=TEMPLATE), TARGET, address
+    )
     assert values["exportKubeConfig"] == {"server": address, "context": "team-a"}
     assert values["controlPlane"]["proxy"]["extraSANs"] == ["vc.example.com"]
     assert values["controlPlane"]["service"]["spec"]["type"] == "ClusterIP"
