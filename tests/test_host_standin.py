@@ -136,10 +136,18 @@ def namespace(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 
 
-def flux_object(kind: str, plural: str, ns: str, name: str, spec: dict[str, Any]) -> Any:
-    group = "helm.toolkit.fluxcd.io/v2" if kind == "HelmRelease" else "source.toolkit.fluxcd.io/v1"
-    body = {"apiVersion": group, "kind": kind, "metadata": {"name": name, "namespace": ns}}
-    return (*group.split("/"), ns, plural, name, {**body, "spec": spec})
+async def apply_flux(client: ApiClient, kind: str, ns: str, name: str, spec: Any) -> None:
+    """Server-side apply of one of Flux's objects, as spacedock's reconciler writes them."""
+    group, plural = {
+        "HelmRepository": ("source.toolkit.fluxcd.io", "helmrepositories"),
+        "HelmRelease": ("helm.toolkit.fluxcd.io", "helmreleases"),
+    }[kind]
+    version = "v2" if kind == "HelmRelease" else "v1"
+    meta = {"name": name, "namespace": ns}
+    body = {"apiVersion": f"{group}/{version}", "kind": kind, "metadata": meta, "spec": spec}
+    await CustomObjectsApi(client).patch_namespaced_custom_object(
+        group, version, ns, plural, name, body, **APPLY
+    )
 
 
 async def start_vcluster(host: HostStandIn, ns: str, name: str) -> dict[str, str]:
@@ -147,7 +155,6 @@ async def start_vcluster(host: HostStandIn, ns: str, name: str) -> dict[str, str
     its kubeconfig exported for the gateway's address; its Secret's data, decoded."""
     async with host_client(host) as client:
         core, _ = apis(client)
-        custom = CustomObjectsApi(client)
         await core.patch_namespace(ns, namespace(ns), **APPLY)
         source = {"url": CHARTS, "interval": "1h"}
         chart = {
@@ -157,11 +164,8 @@ async def start_vcluster(host: HostStandIn, ns: str, name: str) -> dict[str, str
         }
         values = {"exportKubeConfig": {"server": host.vcluster_url(ns, name)}}
         release = {"interval": "10m", "chart": {"spec": chart}, "values": values}
-        for *args, body in (
-            flux_object("HelmRepository", "helmrepositories", ns, "charts", source),
-            flux_object("HelmRelease", "helmreleases", ns, name, release),
-        ):
-            await custom.patch_namespaced_custom_object(*args, body, **APPLY)
+        await apply_flux(client, "HelmRepository", ns, "charts", source)
+        await apply_flux(client, "HelmRelease", ns, name, release)
 
         async def secret() -> Any:
             try:

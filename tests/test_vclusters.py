@@ -178,6 +178,12 @@ def test_flux_objects_conditions_read_as_flux_writes_them() -> None:
     assert stalled.failed
     # A source not ready yet is waited on: Flux retries it.
     assert not chart.condition_of(release(1, 1, ("Ready", "False", "SourceNotReady"))).failed
+    # A Kustomization's failures are its own.
+    applied = release(1, 1, ("Ready", "False", "HealthCheckFailed"))
+    assert chart.condition_of(applied, chart.KUSTOMIZE_FAILURES).failed
+    assert not chart.condition_of(
+        release(1, 1, ("Ready", "False", "ArtifactFailed")), chart.KUSTOMIZE_FAILURES
+    ).failed
 
     def deployment(generation: int, observed: int, available: str) -> dict[str, Any]:
         return {

@@ -221,9 +221,17 @@ class Condition:
     message: str | None
 
 
-def condition_of(obj: Mapping[str, Any] | None) -> Condition:
-    """Ready=True at the current generation; failed when Stalled, or Ready=False with a
-    reason Helm gives up on; else still in progress (with Flux's message, if any)."""
+# Ready=False reasons that are failures, not steps on the way (Flux retries them on its
+# interval; the CloudSpace shows FAILED with Flux's words meanwhile and is retried too).
+HELM_FAILURES = frozenset({"InstallFailed", "UpgradeFailed", "ValuesError"})
+KUSTOMIZE_FAILURES = frozenset({"ReconciliationFailed", "BuildFailed", "HealthCheckFailed"})
+
+
+def condition_of(
+    obj: Mapping[str, Any] | None, failures: frozenset[str] = HELM_FAILURES
+) -> Condition:
+    """Ready=True at the current generation; failed when Stalled, or Ready=False with one of
+    `failures`; else still in progress (with Flux's message, if any)."""
     if obj is None:
         return Condition(False, False, None)
     generation = (obj.get("metadata") or {}).get("generation")
@@ -239,9 +247,7 @@ def condition_of(obj: Mapping[str, Any] | None) -> Condition:
     if ready.get("status") == "True":
         return Condition(True, False, message)
     stalled = (conditions.get("Stalled") or {}).get("status") == "True"
-    if ready.get("status") == "False" and (
-        stalled or ready.get("reason") in ("InstallFailed", "UpgradeFailed", "ValuesError")
-    ):
+    if ready.get("status") == "False" and (stalled or ready.get("reason") in failures):
         return Condition(False, True, message)
     return Condition(False, False, message)
 

@@ -233,7 +233,7 @@ class Steps:
                     chart.flux_kustomization_name(target),
                 )
             )
-        state = chart.condition_of(applied)
+        state = chart.condition_of(applied, chart.KUSTOMIZE_FAILURES)
         if state.failed:
             return Failed(f"installing Flux into the vCluster failed: {state.message}")
         if not state.ready:
