@@ -56,8 +56,10 @@ query($id: ID!) {
 
 
 @pytest.fixture(scope="module")
-def host() -> Iterator[HostStandIn]:
-    # Room for every test's CloudSpaces and every tenant's default one.
+def host(backend: Backend) -> Iterator[HostStandIn]:
+    # Room for every test's CloudSpaces and every tenant's default one; a host per backend,
+    # so the second run's Flux does not also carry the first run's vClusters.
+    del backend
     with HostStandIn(nodes=[("32", "128Gi"), ("32", "128Gi")]) as standin:
         yield standin
 
