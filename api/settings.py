@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
@@ -18,7 +19,13 @@ from strawberry.http.websocket_origin import normalize_origin
 
 from core.advisor.settings import AdvisorSettings, ModelSettings
 from core.apps.settings import AppSettings
-from core.cloudspaces.settings import DEFAULT_FLUX_MANIFESTS, DEFAULT_IMAGE, CloudSpaceSettings
+from core.cloudspaces.settings import (
+    DEFAULT_CHART_URL,
+    DEFAULT_CHART_VERSION,
+    DEFAULT_FLUX_MANIFESTS_TAG,
+    DEFAULT_FLUX_MANIFESTS_URL,
+    CloudSpaceSettings,
+)
 from core.common.secrets import SecretBox
 
 log = logging.getLogger("spacedock")
@@ -27,6 +34,23 @@ DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./spacedock.db"
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+# Settings spacedock no longer reads, and what replaced them: one still set is refused at
+# start, so an operator does not believe it still applies.
+RETIRED = {
+    "SPACEDOCK_FLUX_MANIFESTS": (
+        "Flux is installed into each vCluster by the host's Flux from an OCI artifact; set "
+        "SPACEDOCK_FLUX_MANIFESTS_URL (an oci:// URL, default "
+        f"{DEFAULT_FLUX_MANIFESTS_URL}) and SPACEDOCK_FLUX_MANIFESTS_TAG (default "
+        f"{DEFAULT_FLUX_MANIFESTS_TAG}) instead, and unset it"
+    ),
+    "SPACEDOCK_VCLUSTER_IMAGE": (
+        "the vCluster comes from its Helm chart, which pins its images; set "
+        f"SPACEDOCK_VCLUSTER_CHART_VERSION (default {DEFAULT_CHART_VERSION}) and "
+        "SPACEDOCK_VCLUSTER_CHART_URL instead, and unset it"
+    ),
+}
 
 
 class SettingsError(ValueError):
@@ -179,9 +203,15 @@ class Settings(BaseSettings):
     vcluster_control_plane_memory_mib: int = _setting(
         512, "SPACEDOCK_VCLUSTER_CONTROL_PLANE_MEMORY_MIB", 0
     )
-    vcluster_image: str = _setting(DEFAULT_IMAGE, "SPACEDOCK_VCLUSTER_IMAGE")
     vcluster_url_template: str | None = _setting(None, "SPACEDOCK_VCLUSTER_URL_TEMPLATE")
-    flux_manifests: str = _setting(DEFAULT_FLUX_MANIFESTS, "SPACEDOCK_FLUX_MANIFESTS")
+    # Issue 22: the vCluster chart and Flux's manifests, delivered by the host's Flux; an
+    # air-gapped site points them at its mirror.
+    vcluster_chart_url: str = _setting(DEFAULT_CHART_URL, "SPACEDOCK_VCLUSTER_CHART_URL")
+    vcluster_chart_version: str = _setting(
+        DEFAULT_CHART_VERSION, "SPACEDOCK_VCLUSTER_CHART_VERSION"
+    )
+    flux_manifests_url: str = _setting(DEFAULT_FLUX_MANIFESTS_URL, "SPACEDOCK_FLUX_MANIFESTS_URL")
+    flux_manifests_tag: str = _setting(DEFAULT_FLUX_MANIFESTS_TAG, "SPACEDOCK_FLUX_MANIFESTS_TAG")
     reconcile_interval_s: float = _setting(30.0, "SPACEDOCK_RECONCILE_INTERVAL_S", 0)
     reconcile_lease_s: float = _setting(30.0, "SPACEDOCK_RECONCILE_LEASE_S", 0.5)
     # The API server refuses TokenRequests shorter than 10 minutes.
@@ -261,6 +291,21 @@ class Settings(BaseSettings):
             raise ValueError("may only use {name}, {namespace} and {id}") from None
         return template
 
+    @field_validator("vcluster_chart_url")
+    @classmethod
+    def _chart_url(cls, url: str) -> str:
+        # What a HelmRepository takes: a Helm repository over http(s), or an OCI registry.
+        found = _address(url, ("https", "http", "oci"))
+        assert found is not None
+        return found
+
+    @field_validator("flux_manifests_url")
+    @classmethod
+    def _manifests_url(cls, url: str) -> str:
+        found = _address(url, ("oci",))  # an OCIRepository's URL
+        assert found is not None
+        return found
+
     @field_validator("advisor_model_url")
     @classmethod
     def _model_url(cls, url: str | None) -> str | None:
@@ -305,7 +350,11 @@ class Settings(BaseSettings):
 
     @classmethod
     def from_env(cls) -> Settings:
-        """The settings the environment gives; SettingsError names a variable it refuses."""
+        """The settings the environment gives; SettingsError names a variable it refuses,
+        or a retired one still set."""
+        for retired, instead in RETIRED.items():
+            if os.environ.get(retired):
+                raise SettingsError(f"{retired} is no longer read: {instead}")
         try:
             return cls()
         except ValidationError as error:
@@ -319,9 +368,11 @@ class Settings(BaseSettings):
             default_memory_mib=self.default_cloudspace_memory_mib,
             control_plane_cpu=self.vcluster_control_plane_cpu,
             control_plane_memory_mib=self.vcluster_control_plane_memory_mib,
-            vcluster_image=self.vcluster_image,
             vcluster_url_template=self.vcluster_url_template,
-            flux_manifests=self.flux_manifests,
+            vcluster_chart_url=self.vcluster_chart_url,
+            vcluster_chart_version=self.vcluster_chart_version,
+            flux_manifests_url=self.flux_manifests_url,
+            flux_manifests_tag=self.flux_manifests_tag,
             reconcile_interval_s=self.reconcile_interval_s,
             reconcile_lease_s=self.reconcile_lease_s,
             kubeconfig_ttl_s=self.kubeconfig_ttl_s,

@@ -45,7 +45,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import sqlalchemy as sa  # noqa: E402
-import yaml  # noqa: E402
 from sqlmodel import col  # noqa: E402
 
 from core.apps import flux, operations  # noqa: E402
@@ -81,6 +80,8 @@ sys.path.insert(0, sys.argv[1])
 from sim.host_standin import HostStandIn
 from tests.support import apps
 host = HostStandIn(ready_delay_s=0.0, nodes=[("100000", "100000Ti")]).start()
+host.flux.serve_vcluster_chart()  # the defaults of the settings: charts.loft.sh, ghcr.io
+host.flux.serve_flux_manifests()
 repo = host.flux.git({GIT!r})
 repo.commit({{"deploy/app.yaml": apps.manifests(apps.deployment("bench"))}})
 for tag in ("v1", "v2", "v3"):
@@ -390,10 +391,6 @@ def _table(header: list[str], rows: list[tuple[str, list[str]]]) -> None:
 
 async def main_async(args: argparse.Namespace, host: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory() as directory:
-        manifests = Path(directory) / "gotk-components.yaml"
-        from sim.flux_manifests import flux_install
-
-        manifests.write_text(yaml.safe_dump_all(flux_install()))
         database = Database(f"sqlite+aiosqlite:///{directory}/bench.db")
         await database.migrate()
         services = Services(
@@ -403,7 +400,6 @@ async def main_async(args: argparse.Namespace, host: dict[str, Any]) -> None:
             health=HealthRule(3600),
             cloudspaces=CloudSpaceSettings(
                 vcluster_url_template=host["template"],
-                flux_manifests=str(manifests),
                 reconcile_interval_s=3600,
             ),
         )

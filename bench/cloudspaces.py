@@ -52,12 +52,13 @@ from core.spaces.lifecycle import RegisterSpaceRequest, register  # noqa: E402
 from db.engine import Database  # noqa: E402
 from db.tables import CloudSpace, CloudSpaceEvent  # noqa: E402
 
-FLUX = REPO / "tests" / "data" / "flux_install.yaml"
 STANDIN = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from sim.host_standin import HostStandIn
 host = HostStandIn(ready_delay_s=0.0, nodes=[("100000", "100000Ti")]).start()
+host.flux.serve_vcluster_chart()  # the defaults of the settings: charts.loft.sh, ghcr.io
+host.flux.serve_flux_manifests()
 print(json.dumps({"url": host.url, "ca": host.ca_pem, "token": host.token,
                   "template": host.vcluster_url_template}), flush=True)
 sys.stdin.read()
@@ -88,7 +89,6 @@ async def run(label: str, count: int, concurrency: int, host: dict[str, Any]) ->
             health=HealthRule(3600),
             cloudspaces=CloudSpaceSettings(
                 vcluster_url_template=host["template"],
-                flux_manifests=str(FLUX),
                 reconcile_interval_s=3600,  # READY is the end of the run
             ),
         )

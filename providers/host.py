@@ -15,9 +15,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import aiohttp
 from kubernetes_asyncio.client import ApiClient
@@ -25,19 +24,12 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from yarl import URL
 
 from providers.cluster_credentials import ClusterCredentials
-from providers.errors import (
-    PermanentError,
-    ProviderError,
-    TemporaryError,
-    UnexpectedAnswer,
-    for_exception,
-)
+from providers.errors import PermanentError, ProviderError, UnexpectedAnswer
 from providers.kube import DEFAULT_TIMEOUT_S, build_client, json_answer, translate
-from providers.network import DEFAULT_MAX_BODY_BYTES, IPNetwork, denied_address, fetch
+from providers.network import DEFAULT_MAX_BODY_BYTES, IPNetwork, denied_address
 
 FIELD_MANAGER = "spacedock"
 APPLY = "application/apply-patch+yaml"
-MAX_MANIFEST_BYTES = 16 * 2**20
 CLUSTER_SCOPED = {
     "Namespace",
     "Node",
@@ -244,49 +236,3 @@ def node_allocatable(nodes: list[dict[str, Any]]) -> list[Mapping[str, Any]]:
         if isinstance(allocatable, Mapping):
             found.append(allocatable)
     return found
-
-
-async def read_manifests(
-    source: str, *, deny: tuple[IPNetwork, ...] = (), timeout_s: float = 30.0
-) -> str:
-    """The text of a manifest file path or an https URL (SPACEDOCK_FLUX_MANIFESTS). A URL
-    is fetched through the outbound gate; GitHub's release downloads redirect, so up to 5
-    redirects are followed, each to https and each meeting the gate again."""
-    if source.startswith("https://"):
-        try:
-            answer = await fetch(
-                deny,
-                "GET",
-                source,
-                max_body_bytes=MAX_MANIFEST_BYTES,
-                timeout_s=timeout_s,
-                follow_redirects=5,
-            )
-        except ProviderError as refused:
-            raise PermanentError(
-                f"the Flux manifests cannot be fetched from {urlsplit(source).netloc}: "
-                f"{refused.reason}"
-            ) from refused
-        except (aiohttp.ClientError, OSError, TimeoutError) as failed:
-            raise for_exception(failed, timeout_s) from failed
-        if answer.status != 200:
-            raise TemporaryError(
-                f"HTTP {answer.status} fetching the Flux manifests from {urlsplit(source).netloc}"
-            )
-        return answer.body.decode("utf-8", errors="replace")
-    if "://" in source:
-        raise PermanentError("SPACEDOCK_FLUX_MANIFESTS must be a file path or an https:// URL")
-    try:
-        text = await asyncio.to_thread(_read_bounded, Path(source))
-    except OSError as failed:
-        raise PermanentError(
-            f"the Flux manifests cannot be read from {source}: {failed.strerror}"
-        ) from failed
-    if len(text) > MAX_MANIFEST_BYTES:
-        raise PermanentError("the Flux manifests are larger than 16 MiB")
-    return text
-
-
-def _read_bounded(path: Path) -> str:
-    with path.open(encoding="utf-8", errors="replace") as manifests:
-        return manifests.read(MAX_MANIFEST_BYTES + 1)

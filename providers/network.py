@@ -312,9 +312,6 @@ class Fetched:
     body: bytes
 
 
-REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-
-
 async def fetch(
     deny: tuple[IPNetwork, ...],
     method: str,
@@ -324,46 +321,26 @@ async def fetch(
     timeout_s: float,
     headers: Mapping[str, str] | None = None,
     data: bytes | None = None,
-    follow_redirects: int = 0,
     ssl_context: ssl.SSLContext | None = None,
 ) -> Fetched:
     """One outbound HTTP call through the gate, bounded in time (connect, TLS and the
-    whole answer within `timeout_s`) and size. A 3xx is the answer, unless the caller
-    allows `follow_redirects` hops (the operator's Flux manifests URL, which GitHub
-    redirects): each hop is a GET to an https URL that meets the gate again.
+    whole answer within `timeout_s`) and size. A 3xx is the answer: no redirect is
+    followed (a hop could lead anywhere the gate was not asked about).
 
     A refused address, URL or body is a ProviderError; a transport failure stays
     aiohttp's (or TimeoutError), for the caller to name what it was doing. Without
     `ssl_context`, TLS trusts the system's store as it was when aiohttp was imported."""
     session = OutboundSession(deny, max_body_bytes=max_body_bytes, ssl_context=ssl_context)
     try:
-        async with asyncio.timeout(timeout_s):
-            hops = 0
-            while True:
-                async with session.request(method, url, headers=headers, data=data) as response:
-                    body = await response.read()
-                    location = response.headers.get("Location")
-                    if (
-                        response.status not in REDIRECT_STATUSES
-                        or not location
-                        or hops == follow_redirects
-                    ):
-                        return Fetched(response.status, response.headers, body)
-                    url = _redirect_target(response.url, location)
-                hops += 1
-                if not url.startswith("https://") or method != "GET":
-                    raise PermanentError("only a GET redirected to an https:// URL is followed")
+        async with (
+            asyncio.timeout(timeout_s),
+            session.request(method, url, headers=headers, data=data) as response,
+        ):
+            return Fetched(response.status, response.headers, await response.read())
     except BodyTooLarge:
         raise PermanentError(f"the answer is larger than {max_body_bytes:,} bytes") from None
     finally:
         await session.close()
-
-
-def _redirect_target(base: URL, location: str) -> str:
-    try:
-        return str(base.join(URL(location)))
-    except ValueError:
-        raise PermanentError("a redirect to a malformed Location") from None
 
 
 # Characters that move the cursor, end a line or reorder text: a cluster must not be

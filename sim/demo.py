@@ -230,7 +230,7 @@ def _run(port: int, folder: Path, stop: threading.Event, flap_period_s: float) -
             "SPACEDOCK_SECRET_KEY": Fernet.generate_key().decode(),
             "SPACEDOCK_PROBE_INTERVAL_S": os.environ.get("SPACEDOCK_PROBE_INTERVAL_S", "10"),
             **fleet.server_env,
-            **fleet.cloudspace_env(folder),
+            **fleet.cloudspace_env,
         }
         log_path = folder / "server.log"
         _say(f"registering the host cluster as the platform's (server log: {log_path})")

@@ -9,12 +9,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
-
-import yaml
 
 from sim.clouds import Clouds
-from sim.flux_manifests import flux_install
 from sim.host_standin import HostStandIn
 from sim.kube_standin import KubeStandIn
 
@@ -94,14 +90,11 @@ class Fleet:
         """What points a spacedock server at the simulated clouds."""
         return self.clouds.env
 
-    def cloudspace_env(self, folder: Path) -> dict[str, str]:
-        """What lets a spacedock server carve CloudSpaces out of the host cluster."""
-        manifests = folder / "gotk-components.yaml"
-        manifests.write_text(yaml.safe_dump_all(flux_install()))
-        return {
-            "SPACEDOCK_VCLUSTER_URL_TEMPLATE": self.host.vcluster_url_template,
-            "SPACEDOCK_FLUX_MANIFESTS": str(manifests),
-        }
+    @property
+    def cloudspace_env(self) -> dict[str, str]:
+        """What lets a spacedock server carve CloudSpaces out of the host cluster (whose
+        Flux serves the vCluster chart and Flux's manifests at the settings' defaults)."""
+        return {"SPACEDOCK_VCLUSTER_URL_TEMPLATE": self.host.vcluster_url_template}
 
     def _flap(self) -> None:
         up = True
@@ -129,6 +122,8 @@ def running(flap_period_s: float = FLAP_PERIOD_S) -> Iterator[Fleet]:
                 cluster.provider, cluster.name, cluster.region, cluster.resource_group
             )
         host = stack.enter_context(HostStandIn())
+        host.flux.serve_vcluster_chart()
+        host.flux.serve_flux_manifests()
         fleet = Fleet(healthy, wrong_ca, down, failing, flapping, clouds, host, flap_period_s)
         flapper = threading.Thread(target=fleet._flap, name="sim-flapping", daemon=True)
         flapper.start()

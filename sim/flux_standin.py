@@ -91,6 +91,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import functools
 import gzip
 import hashlib
 import json
@@ -638,7 +639,7 @@ class ClusterFlux:
 
     def _artifact(self, kind: str, obj: Obj, revision: str, content: Any) -> Obj:
         meta = obj["metadata"]
-        digest = _sha256(content)
+        digest, size = self.flux.digest_of(revision, content)
         path = f"{kind.lower()}/{meta['namespace']}/{meta['name']}/{digest[:12]}.tar.gz"
         previous = (obj.get("status") or {}).get("artifact") or {}
         stamp = (
@@ -649,7 +650,7 @@ class ClusterFlux:
             "lastUpdateTime": stamp or now_text(),
             "path": path,
             "revision": revision,
-            "size": len(json.dumps(content)),
+            "size": size,
             "url": f"{STORAGE}/{path}",
         }
 
@@ -807,7 +808,7 @@ class ClusterFlux:
         if text is None:
             return f"KubeConfig secret '{namespace}/{name}' does not contain a '{key or 'value'}' key with a kubeconfig"
         try:
-            config = yaml.safe_load(text)
+            config = copy.deepcopy(_kubeconfig(text))
         except yaml.YAMLError as error:
             return f"failed to load kubeconfig from secret '{namespace}/{name}': {error}"
         if not isinstance(config, dict):
@@ -1568,9 +1569,22 @@ def _build_dir(files: dict[str, str], root: str) -> list[Obj]:
     return objects
 
 
+@functools.lru_cache(maxsize=64)
+def _kubeconfig(text: str) -> Any:
+    """A kubeconfig read once per text: each pass reads every remote object's anew."""
+    return yaml.safe_load(text)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str) -> tuple[Any, ...]:
+    """A file's YAML documents, parsed once per text (Flux's manifests are large and every
+    vCluster's Kustomization builds them)."""
+    return tuple(d for d in yaml.safe_load_all(text) if d)
+
+
 def _documents(text: str, name: str) -> list[Obj]:
     try:
-        documents = [d for d in yaml.safe_load_all(text) if d]
+        documents = copy.deepcopy(list(_parsed(text)))
     except yaml.YAMLError as error:
         raise BuildError(f"kustomize build failed: {name}: {error}") from None
     found: list[Obj] = []
@@ -1835,6 +1849,7 @@ class Flux:
         self.down: set[str] = set()
         self.errors: list[str] = []
         self._switches: dict[tuple[str, str, str], _Switch] = {}
+        self._digests: dict[tuple[str, object], tuple[str, int, Any]] = {}
         self._scheduled = self._running = self._again = False
         self._version = 0
         self._passes = 0
@@ -1990,6 +2005,18 @@ class Flux:
             semver_best(ref["semver"], versions) if ref.get("semver") else "latest"
         )
         return versions.get(tag or "")
+
+    def digest_of(self, revision: str, content: Any) -> tuple[str, int]:
+        """An artifact's sha256 and size, computed once per content (a remote's stored files
+        are one object per tag or commit): every pass of every source asks again."""
+        key = (revision, content if isinstance(content, str) else id(content))
+        found = self._digests.get(key)
+        if found is None:
+            if len(self._digests) > 4096:  # an OCI chart's content is a new list each time
+                self._digests.clear()
+            # The content is kept with its figures, so its id is never reused meanwhile.
+            found = self._digests[key] = (_sha256(content), len(json.dumps(content)), content)
+        return found[0], found[1]
 
     def artifact_files(self, kind: str, source: Obj) -> dict[str, str] | None:
         spec, artifact = source["spec"], source["status"]["artifact"]

@@ -62,12 +62,8 @@ plane) ends the vCluster and those Secrets. A remote Kustomization of Flux's man
 (`kubeConfig.secretRef {name: vc-<release>, key: config}`) installs Flux inside; the
 vCluster then runs Flux's controllers for its own Flux objects.
 
-**Legacy (issue 22 removes it):** a StatefulSet `<name>` in a namespace `cs-<key>`
-that no Helm release made (spacedock's raw template today) is also a vCluster: once
-ready, Secret `vc-<name>` appears beside it with `config` (admin kubeconfig, server
-`https://localhost:8443`), `certificate-authority`, `client-certificate`,
-`client-key`. Delete `HostApi._start_legacy_vcluster` with the reconciler's raw
-templates and their tests.
+Nothing else makes a vCluster: a StatefulSet no Helm release of the chart made is an
+ordinary StatefulSet, so a reconciler cannot fake one with its own templates.
 
 What the host does by itself:
 
@@ -184,43 +180,6 @@ VCLUSTER_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease
 DEFAULT_NODES = (("8", "32Gi"), ("8", "32Gi"))
 
 
-def vcluster_kubeconfig(ca_pem: str, admin: KeyPair) -> str:
-    """The admin kubeconfig a vCluster writes into its Secret."""
-    encoded = secret_data({"ca": ca_pem, "cert": admin.certificate_pem, "key": admin.key_pem})
-    return yaml.safe_dump(
-        {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [
-                {
-                    "name": "my-vcluster",
-                    "cluster": {
-                        "server": "https://localhost:8443",
-                        "certificate-authority-data": encoded["ca"],
-                    },
-                }
-            ],
-            "contexts": [
-                {
-                    "name": "my-vcluster",
-                    "context": {"cluster": "my-vcluster", "user": "my-vcluster"},
-                }
-            ],
-            "current-context": "my-vcluster",
-            "users": [
-                {
-                    "name": "my-vcluster",
-                    "user": {
-                        "client-certificate-data": encoded["cert"],
-                        "client-key-data": encoded["key"],
-                    },
-                }
-            ],
-        },
-        sort_keys=False,
-    )
-
-
 @dataclass
 class _Server:
     """One listening HTTPS server, which a switch can close and open again."""
@@ -300,30 +259,6 @@ class HostApi(KubeApi):
         namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         if chart_release(obj) == name:
             self.standin._start_chart_vcluster(namespace, name)
-        elif resource.kind == "StatefulSet" and namespace.startswith("cs-"):
-            self._start_legacy_vcluster(namespace, name)
-
-    def _start_legacy_vcluster(self, namespace: str, name: str) -> None:
-        """Legacy: spacedock's own raw StatefulSet (issue 22 replaces it with the chart;
-        delete this path with the reconciler's raw templates)."""
-        vcluster = self.standin._start_vcluster(namespace, name)
-        secret = f"vc-{name}"
-        if self._find(self.resource("", "secrets"), namespace, secret) is None:
-            self._put(
-                self.resource("", "secrets"),
-                {
-                    "metadata": {"name": secret, "namespace": namespace},
-                    "type": "Opaque",
-                    "data": secret_data(
-                        {
-                            "config": vcluster_kubeconfig(vcluster.ca_pem, vcluster.admin),
-                            "certificate-authority": vcluster.ca_pem,
-                            "client-certificate": vcluster.admin.certificate_pem,
-                            "client-key": vcluster.admin.key_pem,
-                        }
-                    ),
-                },
-            )
 
     def _after_write(self, resource: Resource, obj: Obj, existing: Obj | None) -> None:
         super()._after_write(resource, obj, existing)
@@ -363,9 +298,7 @@ class HostApi(KubeApi):
     def _after_delete(self, resource: Resource, obj: Obj) -> None:
         super()._after_delete(resource, obj)
         namespace, name = obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
-        if resource.kind in ("StatefulSet", "Deployment") and (
-            resource.kind == "StatefulSet" or chart_release(obj) == name
-        ):
+        if resource.kind in ("StatefulSet", "Deployment") and chart_release(obj) == name:
             self.standin._stop_vcluster(namespace, name)
 
 

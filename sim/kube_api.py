@@ -77,6 +77,7 @@ NO_STRATEGIC_MERGE = (
     "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
 )
 JSON_PATCH = "application/json-patch+json"
+BINARY_TYPES = ("application/vnd.kubernetes.protobuf", "application/cbor")
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 MIN_TOKEN_SECONDS = 600  # the API server refuses shorter TokenRequests
 TERMINATING_CONFLICT = (
@@ -808,6 +809,15 @@ class KubeApi:
     async def serve(self, request: ApiRequest) -> Answer:
         """Answer one request, over HTTP or from a controller in the same process."""
         try:
+            if request.body and request.content_type in BINARY_TYPES:
+                # The stand-in reads JSON and YAML only (a real server reads protobuf too):
+                # say so plainly. kubectl's typed commands (`create namespace`) send protobuf
+                # to servers newer than themselves; `apply -f` sends JSON.
+                raise ApiError(
+                    415,
+                    "UnsupportedMediaType",
+                    f"the body of type {request.content_type} is unsupported",
+                )
             return await self._handle(request)
         except ApiError as error:
             return Answer(error.code, error.status(), headers=error.headers)

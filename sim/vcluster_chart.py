@@ -43,6 +43,7 @@ from __future__ import annotations
 import base64
 import copy
 import functools
+import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -535,7 +536,15 @@ def _control_plane(
         "template": {
             "metadata": {
                 "labels": {**selector, **(pods.get("labels") or {})},
-                **({"annotations": dict(pods["annotations"])} if pods.get("annotations") else {}),
+                # The chart's statefulset.yaml: `vClusterConfigHash: {{ .Values | toJson |
+                # sha256sum }}`, so a release upgraded with new values restarts the control
+                # plane, whose syncer then exports its kubeconfig anew.
+                "annotations": {
+                    **(pods.get("annotations") or {}),
+                    "vClusterConfigHash": hashlib.sha256(
+                        json.dumps(values, sort_keys=True).encode()
+                    ).hexdigest(),
+                },
             },
             "spec": {
                 "serviceAccountName": f"vc-{release}",

@@ -15,11 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from gql.transport.exceptions import TransportQueryError
 
 from sim import workloads as w
-from sim.flux_manifests import flux_install
 from sim.host_standin import HostStandIn
 from tests.conftest import Org
 from tests.support import apps
@@ -53,12 +51,8 @@ def platform(
     backend: Backend, host: HostStandIn, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Platform]:
     directory = Path(tmp_path_factory.mktemp("server"))
-    # Flux v2.9.4's own install manifests: the vCluster runs the controllers apps need.
-    manifests = directory / "gotk-components.yaml"
-    manifests.write_text(yaml.safe_dump_all(flux_install()))
     env = {
         "SPACEDOCK_ADVISOR_INTERVAL_S": str(INTERVAL_S),
-        "SPACEDOCK_FLUX_MANIFESTS": str(manifests),
         "SPACEDOCK_APP_STATUS_INTERVAL_S": "0.2",
         "SPACEDOCK_APP_RETRY_INTERVAL_S": "0.5",
     }

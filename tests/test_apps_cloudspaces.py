@@ -14,9 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from sim.flux_manifests import flux_install
 from sim.host_standin import HostStandIn
 from tests.conftest import Org
 from tests.support import apps as support
@@ -46,12 +44,7 @@ def platform(
     backend: Backend, host: HostStandIn, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Platform]:
     directory = Path(tmp_path_factory.mktemp("server"))
-    # Flux v2.9.4's own install manifests (every CRD and controller), so the vCluster runs
-    # the source-, kustomize- and helm-controller apps need.
-    manifests = directory / "gotk-components.yaml"
-    manifests.write_text(yaml.safe_dump_all(flux_install()))
     env = {
-        "SPACEDOCK_FLUX_MANIFESTS": str(manifests),
         "SPACEDOCK_APP_STATUS_INTERVAL_S": "0.2",
         "SPACEDOCK_APP_RETRY_INTERVAL_S": "0.5",
     }

@@ -10,9 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from sim.flux_manifests import flux_install
 from sim.host_standin import HostStandIn
 from tests.conftest import Org
 from tests.support import apps as support
@@ -49,11 +47,8 @@ def platform(
     backend: Backend, host: HostStandIn, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Platform]:
     directory = Path(tmp_path_factory.mktemp("server"))
-    manifests = directory / "gotk-components.yaml"
-    manifests.write_text(yaml.safe_dump_all(flux_install()))
     # Loops that wake rarely, so the server goes quiet between requests.
     env = {
-        "SPACEDOCK_FLUX_MANIFESTS": str(manifests),
         "SPACEDOCK_RECONCILE_INTERVAL_S": "3600",
         "SPACEDOCK_APP_STATUS_INTERVAL_S": "3600",
         "SPACEDOCK_TOKEN_CACHE_TTL_S": "3600",

@@ -28,9 +28,12 @@ from sim.host_standin import HostStandIn
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.cloudspaces import (
+    CHART_URL,
     CREATE,
     DELETE,
     EVENTS,
+    FLUX_MANIFESTS_TAG,
+    FLUX_MANIFESTS_URL,
     LIST,
     ONE,
     UPDATE,
@@ -53,8 +56,10 @@ query($id: ID!) {
 
 
 @pytest.fixture(scope="module")
-def host() -> Iterator[HostStandIn]:
-    # Room for every test's CloudSpaces and every tenant's default one.
+def host(backend: Backend) -> Iterator[HostStandIn]:
+    # Room for every test's CloudSpaces and every tenant's default one; a host per backend,
+    # so the second run's Flux does not also carry the first run's vClusters.
+    del backend
     with HostStandIn(nodes=[("32", "128Gi"), ("32", "128Gi")]) as standin:
         yield standin
 
@@ -85,7 +90,8 @@ class Watcher:
         return [e for e in self.events if e["cloudSpaceId"] == cloud_space_id]
 
     def phases(self, cloud_space_id: str) -> list[str]:
-        return [e["phase"] for e in self.of(cloud_space_id)]
+        """The phases it went through (an event within a phase is its message changing)."""
+        return [e["phase"] for e in self.of(cloud_space_id) if e["phase"] != e["previous"]]
 
     async def until(
         self, cloud_space_id: str, phase: str, timeout_s: float = 60.0
@@ -152,14 +158,16 @@ async def test_a_cloudspace_goes_through_every_phase_and_is_built_as_designed(
         created = await create(tenant, "prod-eu", cpu=2, memory_mib=2048)
         assert created["phase"] == "PENDING"
         ready = await watcher.until(created["id"], "READY")
-    assert watcher.phases(created["id"]) == ["PENDING", "PROVISIONING", "INSTALLING_FLUX", "READY"]
-    first = watcher.of(created["id"])[0]
-    assert first["previous"] is None and first["message"] is None
-    assert [e["previous"] for e in watcher.of(created["id"])[1:]] == [
-        "PENDING",
-        "PROVISIONING",
-        "INSTALLING_FLUX",
-    ]
+    events = watcher.of(created["id"])
+    # Phase changes; the events between them within a phase are its message changing
+    # (what Flux says while the release installs, what the step waits for).
+    changes = [e for e in events if e["phase"] != e["previous"]]
+    assert [e["phase"] for e in changes] == ["PENDING", "PROVISIONING", "INSTALLING_FLUX", "READY"]
+    assert events[0]["previous"] is None and events[0]["message"] is None
+    assert [e["previous"] for e in changes[1:]] == ["PENDING", "PROVISIONING", "INSTALLING_FLUX"]
+    assert "FAILED" not in [e["phase"] for e in events]
+    said = [e["message"] for e in events if e["message"]]
+    assert all(m.startswith(("the vCluster's HelmRelease", "Flux into")) for m in said), said
     assert ready["cloudSpace"]["phase"] == "READY"
 
     namespace = f"cs-{key(created['id'])}"
@@ -170,26 +178,65 @@ async def test_a_cloudspace_goes_through_every_phase_and_is_built_as_designed(
     assert labels["spacedock.dev/cloudspace"] == created["id"]
     assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
     assert labels["pod-security.kubernetes.io/warn"] == "restricted"
-    quota = host.api.find("resourcequotas", "spacedock-quota", namespace)
-    assert quota is not None
-    assert quota["spec"]["hard"] == {  # the quota plus the control plane's allowance
-        "requests.cpu": "2500m",
-        "limits.cpu": "2500m",
-        "requests.memory": "2560Mi",
-        "limits.memory": "2560Mi",
-    }
-    assert host.api.find("limitranges", "spacedock-defaults", namespace) is not None
-    policy = host.api.find(
-        "networkpolicies", "spacedock-default-deny", namespace, group="networking.k8s.io"
+    assert not namespace.startswith("cs-cs-")
+
+    # The vCluster is the official chart's, installed by the host's Flux: spacedock wrote
+    # only Flux objects (and the namespace); every workload there is Helm's.
+    repository = host.api.find(
+        "helmrepositories", "vcluster-charts", namespace, group="source.toolkit.fluxcd.io"
     )
-    assert policy is not None and policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
-    statefulset = host.api.find("statefulsets", "prod-eu", namespace, group="apps")
-    assert statefulset is not None
-    (container,) = statefulset["spec"]["template"]["spec"]["containers"]
-    assert container["image"] == "ghcr.io/loft-sh/vcluster:0.19.7"
-    assert any(arg.startswith("--tls-san=") for arg in container["args"])
-    for service in ("prod-eu", "prod-eu-headless"):
-        assert host.api.find("services", service, namespace) is not None
+    assert repository is not None and repository["spec"]["url"] == CHART_URL
+    release = host.api.find("helmreleases", "prod-eu", namespace, group="helm.toolkit.fluxcd.io")
+    assert release is not None
+    assert release["metadata"]["labels"]["spacedock.dev/cloudspace"] == created["id"]
+    assert "spacedock" in {m["manager"] for m in release["metadata"]["managedFields"]}
+    ready_condition = {c["type"]: c for c in release["status"]["conditions"]}["Ready"]
+    assert ready_condition["status"] == "True"
+    assert ready_condition["message"] == (
+        f"Helm install succeeded for release {namespace}/prod-eu.v1 with chart vcluster@0.36.1"
+    )
+    statefulsets = host.api.find_all("statefulsets", namespace, group="apps")
+    assert [s["metadata"]["name"] for s in statefulsets] == ["prod-eu"]
+    for statefulset in statefulsets:
+        managers = {m["manager"] for m in statefulset["metadata"]["managedFields"]}
+        assert managers == {"helm-controller"}, managers
+        assert statefulset["metadata"]["labels"]["chart"] == "vcluster-0.36.1"
+    # The chart's policies with spacedock's numbers: the quota, Flux's seven controllers
+    # (600m, 448Mi; limits 7 x 1 cpu / 1Gi) and the control plane (500m, 512Mi).
+    quota = host.api.find("resourcequotas", "vc-prod-eu", namespace)
+    assert quota is not None
+    hard = quota["spec"]["hard"]
+    assert (hard["requests.cpu"], hard["requests.memory"]) == ("3100m", "3008Mi")
+    assert (hard["limits.cpu"], hard["limits.memory"]) == ("17500m", "17920Mi")
+    assert hard["services.nodeports"] == "0"  # the chart's other limits are kept
+    limits = host.api.find("limitranges", "vc-prod-eu", namespace)
+    assert limits is not None
+    assert limits["spec"]["limits"][0]["default"]["cpu"] == "500m"
+    assert limits["spec"]["limits"][0]["defaultRequest"]["cpu"] == "100m"
+    policies = {
+        p["metadata"]["name"]
+        for p in host.api.find_all("networkpolicies", namespace, "networking.k8s.io")
+    }
+    assert {"vc-work-prod-eu", "vc-cp-prod-eu"} <= policies
+    exported = host.api.find("secrets", "vc-prod-eu", namespace)
+    assert exported is not None
+    server = yaml.safe_load(b64decode(exported["data"]["config"]))["clusters"][0]["cluster"]
+    assert server["server"] == host.vcluster_url(namespace, "prod-eu")
+
+    # Flux inside, through the host's Flux: an OCIRepository of Flux's manifests (from the
+    # mirror the settings name) and a Kustomization applying them through vc-prod-eu.
+    source = host.api.find(
+        "ocirepositories", "flux-manifests", namespace, group="source.toolkit.fluxcd.io"
+    )
+    assert source is not None
+    assert source["spec"]["url"] == FLUX_MANIFESTS_URL
+    assert source["spec"]["ref"] == {"tag": FLUX_MANIFESTS_TAG}
+    applied = host.api.find(
+        "kustomizations", "prod-eu-flux", namespace, group="kustomize.toolkit.fluxcd.io"
+    )
+    assert applied is not None
+    assert applied["spec"]["kubeConfig"]["secretRef"] == {"name": "vc-prod-eu", "key": "config"}
+    assert {c["type"]: c["status"] for c in applied["status"]["conditions"]}["Ready"] == "True"
     copy = host.api.find("secrets", f"tenant-{key(created['id'])}-kubeconfig", "spacedock-system")
     assert copy is not None
     assert copy["metadata"]["labels"]["spacedock.dev/cloudspace"] == created["id"]
@@ -208,9 +255,17 @@ async def test_a_cloudspace_goes_through_every_phase_and_is_built_as_designed(
         assert vcluster.find("limitranges", "spacedock-defaults", ns_name) is not None
     deployments = vcluster.find_all("deployments", "flux-system", group="apps")
     assert sorted(d["metadata"]["name"] for d in deployments) == [
+        "helm-controller",
+        "image-automation-controller",
+        "image-reflector-controller",
         "kustomize-controller",
+        "notification-controller",
         "source-controller",
+        "source-watcher",
     ]
+    for deployment in deployments:  # applied by the host's kustomize-controller
+        managers = {m["manager"] for m in deployment["metadata"]["managedFields"]}
+        assert managers == {"kustomize-controller"}, managers
     assert host.api.created_twice() == [] and vcluster.created_twice() == []
 
     data = await tenant.viewer.data(ONE, {"id": created["id"]})
@@ -235,8 +290,7 @@ PROVISIONING_STEPS = (
     "begin",
     "capacity",
     "host-namespace",
-    "vcluster-services",
-    "vcluster-workload",
+    "vcluster-release",
     "vcluster-ready",
     "kubeconfig-copy",
     "tenant-account",
@@ -343,9 +397,9 @@ async def test_quotas_are_strict_inside_the_vcluster_across_namespaces(
         )
         assert grown["userErrors"] == [] and grown["cloudSpace"]["quota"]["cpu"] == 3.0
 
-        async def host_quota_grew() -> bool:
-            quota = host.api.find("resourcequotas", "spacedock-quota", namespace)
-            return bool(quota and quota["spec"]["hard"]["requests.cpu"] == "3500m")
+        async def host_quota_grew() -> bool:  # the release upgraded with the new numbers
+            quota = host.api.find("resourcequotas", "vc-quota", namespace)
+            return bool(quota and quota["spec"]["hard"]["requests.cpu"] == "4100m")
 
         await eventually(host_quota_grew)
 
@@ -462,7 +516,8 @@ async def test_one_query_mints_no_more_kubeconfigs_than_its_live_call_budget(
     """This module's server allows one live call per request: of two vClusters'
     kubeconfigs asked at once, one is minted and the other field is PROVIDER_ERROR
     naming the limit; asked alone, each is minted."""
-    first = await ready_cloudspace(platform, tenant, "budget-a", 1, 1024)
+    # The longest name allowed (52): the chart's StatefulSet, Services and release take it.
+    first = await ready_cloudspace(platform, tenant, "budget-" + "a" * 45, 1, 1024)
     second = await ready_cloudspace(platform, tenant, "budget-b", 1, 1024)
     answer = await tenant.editor.call(TWO_KUBECONFIGS, {"a": first["id"], "b": second["id"]})
     minted = [answer["data"][alias]["vclusters"][0]["kubeconfig"] for alias in ("a", "b")]
@@ -499,7 +554,7 @@ async def test_a_failed_step_is_retried_from_where_it_failed(
     platform: Platform, tenant: Org, healthy: HostStandIn
 ) -> None:
     host = healthy
-    host.api.fail_apply(kind="StatefulSet", name="flaky", times=2, code=500)
+    host.api.fail_apply(kind="HelmRelease", name="flaky", times=2, code=500)
     async with watching(platform, tenant) as watcher:
         created = await create(tenant, "flaky", cpu=1, memory_mib=1024)
         failed = await watcher.until(created["id"], "FAILED")
@@ -513,9 +568,70 @@ async def test_a_failed_step_is_retried_from_where_it_failed(
     assert after_failures == ["PROVISIONING", "INSTALLING_FLUX", "READY"]
     assert host.api.created_twice() == []
     namespace = f"cs-{key(created['id'])}"
-    # The steps before the failed one ran once: its two Services were applied once each.
-    assert host.api.count(verb="apply", resource="services", namespace=namespace) == 2
-    assert host.api.count(verb="apply", resource="statefulsets.apps", namespace=namespace) == 3
+    # The step before the failed one ran once: the namespace was applied once.
+    assert host.api.count(verb="apply", resource="namespaces", name=namespace) == 1
+
+
+async def test_a_helm_failure_is_failed_with_helms_words_then_retried(
+    platform: Platform, tenant: Org, healthy: HostStandIn
+) -> None:
+    host = healthy
+    # The HelmRelease's apply waits until the failure is switched on for its namespace.
+    host.api.hold_applies(kind="HelmRelease", name="helmfail")
+    words = (
+        "Helm install failed for release {ns}/helmfail with chart vcluster@0.36.1: "
+        'PersistentVolumeClaim "data-helmfail-0" is invalid: storage class "fast" not found'
+    )
+    async with watching(platform, tenant) as watcher:
+        created = await create(tenant, "helmfail", cpu=0.5, memory_mib=512)
+        namespace = f"cs-{key(created['id'])}"
+        said = words.format(ns=namespace)
+        host.flux.fail("HelmRelease", namespace, "helmfail", said, reason="InstallFailed")
+        host.api.release_applies()
+        failed = await watcher.until(created["id"], "FAILED")
+        assert failed["message"] == f"the vCluster's HelmRelease failed: {said}"
+        shown = await tenant.viewer.data(ONE, {"id": created["id"]})
+        assert shown["cloudSpace"]["phase"] == "FAILED"
+        assert shown["cloudSpace"]["message"] == failed["message"]
+        host.flux.heal()  # the operator fixed the storage class: the retry succeeds
+        await watcher.until(created["id"], "READY")
+
+
+async def test_a_host_without_flux_is_refused_saying_what_to_install(
+    platform: Platform, tenant: Org, healthy: HostStandIn
+) -> None:
+    with HostStandIn(flux=False) as bare:
+        space = await make.register_generic_space(
+            tenant.admin, name="no-flux", server=bare.url, ca=bare.ca_pem, token=bare.token
+        )
+        async with watching(platform, tenant) as watcher:
+            payload = await tenant.editor.mutate(
+                CREATE,
+                {
+                    "input": {
+                        "name": "bare",
+                        "hostSpaceId": space["id"],
+                        "cpu": 0.5,
+                        "memoryMiB": 256,
+                    }
+                },
+            )
+            assert payload["userErrors"] == []
+            created = payload["cloudSpace"]
+            failed = await watcher.until(created["id"], "FAILED")
+        assert failed["message"].startswith("PRECONDITION_FAILED: the host space does not run Flux")
+        assert "helmreleases.helm.toolkit.fluxcd.io" in failed["message"]
+        assert "install Flux's source-, helm- and kustomize-controller" in failed["message"]
+        assert bare.api.count(verb="apply", resource="namespaces") == 0  # nothing written
+        deleted = await tenant.admin.mutate(
+            DELETE, {"input": {"id": created["id"], "confirmName": "bare"}}
+        )
+        assert deleted["userErrors"] == []
+
+        async def gone() -> bool:
+            return (await tenant.viewer.data(ONE, {"id": created["id"]}))["cloudSpace"] is None
+
+        await eventually(gone)
 
 
 async def test_deleting_shows_its_blocker_then_deleted_once(
@@ -560,6 +676,7 @@ async def test_deleting_shows_its_blocker_then_deleted_once(
     namespace = f"cs-{key(created['id'])}"
     assert host.api.find("namespaces", namespace) is None
     assert host.api.find("statefulsets", "going", namespace, group="apps") is None
+    assert ("going", namespace) not in {(n, ns) for ns, n in host.vclusters}
     copy_name = f"tenant-{key(created['id'])}-kubeconfig"
     assert host.api.find("secrets", copy_name, "spacedock-system") is None
 

@@ -103,6 +103,37 @@ async def test_every_fault_of_a_creation_is_reported_together(tenant: Org) -> No
     assert faults == {("input", "name"): "CONFLICT", ("input", "cpu"): "INVALID"}
 
 
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        # A Service named so is refused by the API server (DNS-1035: a letter first).
+        ("1web", "must be a DNS-1035 label"),
+        # Helm's release names stop at 53; the StatefulSet's pod label at 52 + 11.
+        ("a" * 53, "must be at most 52 characters"),
+        ("web-", "must be a DNS-1035 label"),
+    ],
+)
+async def test_a_name_no_derived_object_could_take_is_refused_on_its_field(
+    tenant: Org, name: str, why: str
+) -> None:
+    payload = await tenant.editor.mutate(
+        CREATE, {"input": {"name": name, "cpu": 0.5, "memoryMiB": 256}}
+    )
+    assert payload["cloudSpace"] is None
+    (error,) = payload["userErrors"]
+    assert (error["field"], error["code"]) == (["input", "name"], "INVALID")
+    assert error["message"].startswith(f"name {why}")
+
+
+async def test_the_longest_name_every_derived_object_takes_is_accepted(tenant: Org) -> None:
+    # (This module's host is full: the quota is refused, the name is not. A 52-character
+    # CloudSpace reaching READY on the chart is in test_cloudspaces.)
+    payload = await tenant.editor.mutate(
+        CREATE, {"input": {"name": "w" * 52, "cpu": 0.5, "memoryMiB": 256}}
+    )
+    assert [e["field"] for e in payload["userErrors"]] == [["input", "cpu"], ["input", "memoryMiB"]]
+
+
 async def test_a_host_of_another_org_is_not_found_and_viewers_cannot_create(
     platform: Platform, tenant: Org
 ) -> None:

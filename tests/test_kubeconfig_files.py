@@ -156,8 +156,13 @@ async def test_two_orgs_default_kubeconfigs_merge_and_both_work_with_kubectl(
     )
     assert sorted(listed.stdout.split()) == sorted(context for _, context in files)
     for (_, context), cloud_space, who in zip(files, spaces, ("first", "second"), strict=True):
+        # `apply -f` (JSON on the wire): kubectl's `create namespace` sends protobuf to a
+        # server newer than itself (the chart's vCluster runs 1.36), which the stand-in
+        # cannot read.
+        manifest = tmp_path / f"{who}.yaml"
+        manifest.write_text(f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {who}\n")
         made = await asyncio.to_thread(
-            kubectl, tmp_path, "--context", context, "create", "namespace", who, env=merged
+            kubectl, tmp_path, "--context", context, "apply", "-f", str(manifest), env=merged
         )
         assert made.returncode == 0, made.stderr  # the second file's token, not the first's
         assert vcluster_of(host, cloud_space).find("namespaces", who)

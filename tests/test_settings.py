@@ -85,7 +85,37 @@ REFUSED = {
     "file of CA certificates",
     "SPACEDOCK_PUBLIC_URL=ftp://spacedock.example": "SPACEDOCK_PUBLIC_URL must be a http:// or "
     "https:// URL",
+    "SPACEDOCK_VCLUSTER_CHART_URL=ftp://charts.example": "SPACEDOCK_VCLUSTER_CHART_URL must be a "
+    "https:// or http:// or oci:// URL",
+    "SPACEDOCK_FLUX_MANIFESTS_URL=https://ghcr.io/fluxcd": "SPACEDOCK_FLUX_MANIFESTS_URL must be "
+    "a oci:// URL",
+    # Retired settings, still set: refused, naming what replaced them.
+    "SPACEDOCK_FLUX_MANIFESTS=https://github.com/fluxcd/flux2/releases/download/v2.4.0/"
+    "install.yaml": "SPACEDOCK_FLUX_MANIFESTS is no longer read: Flux is installed into each "
+    "vCluster by the host's Flux from an OCI artifact; set SPACEDOCK_FLUX_MANIFESTS_URL",
+    "SPACEDOCK_VCLUSTER_IMAGE=ghcr.io/loft-sh/vcluster:0.19.7": "SPACEDOCK_VCLUSTER_IMAGE is no "
+    "longer read: the vCluster comes from its Helm chart, which pins its images; set "
+    "SPACEDOCK_VCLUSTER_CHART_VERSION",
 }
+
+
+def test_the_chart_and_flux_manifests_come_from_their_settings(env: pytest.MonkeyPatch) -> None:
+    defaults = Settings.from_env().cloudspaces
+    assert (defaults.vcluster_chart_url, defaults.vcluster_chart_version) == (
+        "https://charts.loft.sh",
+        "0.36.1",
+    )
+    assert (defaults.flux_manifests_url, defaults.flux_manifests_tag) == (
+        "oci://ghcr.io/fluxcd/flux-manifests",
+        "v2.9.4",
+    )
+    # An air-gapped site's mirrors.
+    env.setenv("SPACEDOCK_VCLUSTER_CHART_URL", "oci://registry.example/charts/")
+    env.setenv("SPACEDOCK_FLUX_MANIFESTS_URL", "oci://registry.example/fluxcd/flux-manifests")
+    env.setenv("SPACEDOCK_FLUX_MANIFESTS_TAG", "v2.9.4")
+    mirrored = Settings.from_env().cloudspaces
+    assert mirrored.vcluster_chart_url == "oci://registry.example/charts"
+    assert mirrored.flux_manifests_url == "oci://registry.example/fluxcd/flux-manifests"
 
 
 def test_the_admission_address_and_its_ca_reach_the_cloudspace_settings(

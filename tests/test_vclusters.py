@@ -1,6 +1,6 @@
 """The rules behind a CloudSpace's objects, without a cluster: quantities as the API server
 writes them, headroom quotas, the vCluster's address from a template or its LoadBalancer,
-the Flux manifests' order, what blocks a namespace, the admin Secret's keys, what pods and
+how Flux objects' conditions read, what blocks a namespace, the admin Secret's keys, what pods and
 workloads request, the quota webhook's configuration, and kubeconfig names."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from api.logs import logged_path
-from core.cloudspaces import admission, kubeconfigs, pod_requests, quantities, tenant
+from core.cloudspaces import admission, chart, kubeconfigs, pod_requests, quantities, tenant
 from core.cloudspaces import settings as cloudspace_settings
 from core.cloudspaces import vclusters as vc
 from core.cloudspaces.admission_review import MalformedReview, review_of
@@ -128,7 +128,7 @@ def test_the_address_comes_from_the_template_or_the_load_balancer() -> None:
     )
     assert vc.address_of(templated, target) == "https://prod.vc.example.com"
     assert vc.address_of(cloudspace_settings.CloudSpaceSettings(), target) is None
-    assert target.namespace == "cs-cs-abc-1"
+    assert target.namespace == "cs-abc-1"  # the id's own cs_ is not doubled
     service = {"status": {"loadBalancer": {"ingress": [{"hostname": "lb.example.com"}]}}}
     assert vc.load_balancer_address(service) == "https://lb.example.com"
     assert vc.load_balancer_address(
@@ -140,39 +140,66 @@ def test_the_address_comes_from_the_template_or_the_load_balancer() -> None:
         key = "ip" if ":" in hostile else "hostname"
         with pytest.raises(UnexpectedAnswer):
             vc.load_balancer_address({"status": {"loadBalancer": {"ingress": [{key: hostile}]}}})
-    # Without a template the Service is a LoadBalancer; with one, a ClusterIP behind it.
-    (plain, _) = vc.vcluster_services(cloudspace_settings.CloudSpaceSettings(), target)
-    assert plain["spec"]["type"] == "LoadBalancer"
-    (behind, _) = vc.vcluster_services(templated, target)
-    assert behind["spec"]["type"] == "ClusterIP"
-    workload = vc.vcluster_workload(templated, target, "https://prod.vc.example.com")
-    (container,) = workload[-1]["spec"]["template"]["spec"]["containers"]
-    assert "--tls-san=prod.vc.example.com" in container["args"]
+    # Without a template the chart's Service is a LoadBalancer; with one, a ClusterIP
+    # behind it, and the address is a TLS SAN of the vCluster's certificate.
+    plain = chart.release_values(cloudspace_settings.CloudSpaceSettings(), target, None)
+    assert plain["controlPlane"]["service"]["spec"]["type"] == "LoadBalancer"
+    behind = chart.release_values(templated, target, "https://prod.vc.example.com")
+    assert behind["controlPlane"]["service"]["spec"]["type"] == "ClusterIP"
+    assert behind["controlPlane"]["proxy"]["extraSANs"] == ["prod.vc.example.com"]
 
 
-def test_flux_manifests_apply_crds_first_and_refuse_what_is_not_kubernetes() -> None:
-    text = """
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: source-controller, namespace: flux-system}
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: flux-system}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: gitrepositories.source.toolkit.fluxcd.io}
-"""
-    kinds = [o["kind"] for o in tenant.flux_objects(text)]
-    assert kinds == ["CustomResourceDefinition", "Namespace", "Deployment"]
-    with pytest.raises(ValueError):
-        tenant.flux_objects("just: [a, list")
-    with pytest.raises(ValueError):
-        tenant.flux_objects("- 1\n- 2\n")
-    assert not tenant.flux_installed([])
-    assert not tenant.flux_installed([{"status": {"availableReplicas": 1}}, {"status": {}}])
-    assert tenant.flux_installed([{"status": {"availableReplicas": 1}}])
+def test_flux_objects_conditions_read_as_flux_writes_them() -> None:
+    def release(generation: int, observed: int, *conditions: tuple[str, str, str]) -> Any:
+        return {
+            "metadata": {"generation": generation},
+            "status": {
+                "observedGeneration": observed,
+                "conditions": [
+                    {"type": t, "status": s, "reason": r, "message": f"{t} {r}"}
+                    for t, s, r in conditions
+                ],
+            },
+        }
+
+    assert chart.condition_of(None) == chart.Condition(False, False, None)
+    assert chart.condition_of(release(1, 1, ("Ready", "True", "InstallSucceeded"))).ready
+    # An older generation's Ready says nothing of the current spec.
+    stale = chart.condition_of(release(2, 1, ("Ready", "True", "InstallSucceeded")))
+    assert not stale.ready and not stale.failed
+    progressing = chart.condition_of(release(1, 1, ("Ready", "Unknown", "Progressing")))
+    assert (progressing.ready, progressing.failed) == (False, False)
+    assert progressing.message == "Ready Progressing"
+    failed = chart.condition_of(release(1, 1, ("Ready", "False", "InstallFailed")))
+    assert failed.failed and failed.message == "Ready InstallFailed"
+    stalled = chart.condition_of(
+        release(1, 1, ("Ready", "False", "RetriesExceeded"), ("Stalled", "True", "RetriesExceeded"))
+    )
+    assert stalled.failed
+    # A source not ready yet is waited on: Flux retries it.
+    assert not chart.condition_of(release(1, 1, ("Ready", "False", "SourceNotReady"))).failed
+    # A Kustomization's failures are its own.
+    applied = release(1, 1, ("Ready", "False", "HealthCheckFailed"))
+    assert chart.condition_of(applied, chart.KUSTOMIZE_FAILURES).failed
+    assert not chart.condition_of(
+        release(1, 1, ("Ready", "False", "ArtifactFailed")), chart.KUSTOMIZE_FAILURES
+    ).failed
+
+    def deployment(generation: int, observed: int, available: str) -> dict[str, Any]:
+        return {
+            "metadata": {"generation": generation},
+            "status": {
+                "observedGeneration": observed,
+                "conditions": [{"type": "Available", "status": available}],
+            },
+        }
+
+    assert not chart.flux_deployments_available([])
+    assert chart.flux_deployments_available([deployment(1, 1, "True")])
+    assert not chart.flux_deployments_available([deployment(2, 1, "True")])
+    assert not chart.flux_deployments_available(
+        [deployment(1, 1, "True"), deployment(1, 1, "False")]
+    )
 
 
 def test_a_lingering_namespace_names_its_blocker() -> None:
@@ -347,7 +374,7 @@ def test_what_is_no_admission_review_is_refused(document: object) -> None:
 
 def test_kubeconfig_names_are_unique_per_cloudspace_and_vcluster() -> None:
     first = kubeconfigs.kubeconfig_names("cs_AB_1", "default")
-    assert first == ("spacedock-cs-ab-1-default", "spacedock-cs-ab-1-default-tenant", first[0])
+    assert first == ("spacedock-ab-1-default", "spacedock-ab-1-default-tenant", first[0])
     assert kubeconfigs.kubeconfig_names("cs_AB_2", "default") != first
     assert kubeconfigs.kubeconfig_names("cs_AB_1", "staging") != first
     text = kubeconfigs.tenant_kubeconfig(

@@ -19,11 +19,12 @@ from typing import Any
 from core.cloudspaces.capacity import Capacity, check_capacity, number_text
 from core.cloudspaces.host_access import MintedKubeconfig, tenant_kubeconfig
 from core.cloudspaces.kubeconfigs import ExecPlugin
+from core.cloudspaces.settings import MAX_VCLUSTER_NAME
 from core.common.errors import ApiError, Problems, UserErrors
 from core.common.events import CLOUDSPACE_PHASE
 from core.common.ids import new_id
 from core.common.live_calls import LiveCallBudget
-from core.common.names import dns_label_problem
+from core.common.names import dns_1035_label_problem
 from core.common.rbac import Viewer
 from core.common.services import Services, Unit
 from core.spaces.clusters import credentials_for
@@ -40,8 +41,7 @@ class Step(StrEnum):
     BEGIN = "begin"
     CAPACITY = "capacity"
     HOST_NAMESPACE = "host-namespace"
-    VCLUSTER_SERVICES = "vcluster-services"
-    VCLUSTER_WORKLOAD = "vcluster-workload"
+    VCLUSTER_RELEASE = "vcluster-release"
     VCLUSTER_READY = "vcluster-ready"
     KUBECONFIG_COPY = "kubeconfig-copy"
     TENANT_ACCOUNT = "tenant-account"
@@ -60,8 +60,7 @@ STEPS: tuple[tuple[Step, CloudSpacePhase], ...] = (
     (Step.BEGIN, CloudSpacePhase.PENDING),
     (Step.CAPACITY, CloudSpacePhase.PROVISIONING),
     (Step.HOST_NAMESPACE, CloudSpacePhase.PROVISIONING),
-    (Step.VCLUSTER_SERVICES, CloudSpacePhase.PROVISIONING),
-    (Step.VCLUSTER_WORKLOAD, CloudSpacePhase.PROVISIONING),
+    (Step.VCLUSTER_RELEASE, CloudSpacePhase.PROVISIONING),
     (Step.VCLUSTER_READY, CloudSpacePhase.PROVISIONING),
     (Step.KUBECONFIG_COPY, CloudSpacePhase.PROVISIONING),
     (Step.TENANT_ACCOUNT, CloudSpacePhase.INSTALLING_FLUX),
@@ -188,7 +187,8 @@ async def creation_host(
     """Every check of createCloudSpace that needs no cluster; the host it would live on."""
     viewer.require("cloudspace:create")
     problems = Problems("input")
-    if (why := dns_label_problem(request.name)) is not None:
+    # The name becomes the vCluster's Helm release, Services and StatefulSet.
+    if (why := dns_1035_label_problem(request.name, MAX_VCLUSTER_NAME)) is not None:
         problems.add(["name"], f"name {why}")
     elif await owned.by_name(unit.session, CloudSpace, viewer.org_id, request.name):
         problems.add(["name"], f"a CloudSpace named {request.name!r} already exists", "CONFLICT")

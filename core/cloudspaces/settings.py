@@ -38,10 +38,43 @@ DEFAULT_REQUEST = {"cpu": "100m", "memory": "128Mi"}
 DEFAULT_LIMIT = {"cpu": "500m", "memory": "512Mi"}
 
 
-DEFAULT_IMAGE = "ghcr.io/loft-sh/vcluster:0.19.7"
+# The vCluster chart (README "CloudSpaces": why 0.36.1) and Flux's manifests, as OCI
+# artifacts; an air-gapped site points these settings at its mirror.
+DEFAULT_CHART_URL = "https://charts.loft.sh"
 
 
-DEFAULT_FLUX_MANIFESTS = "https://github.com/fluxcd/flux2/releases/download/v2.4.0/install.yaml"
+DEFAULT_CHART_VERSION = "0.36.1"
+
+
+DEFAULT_FLUX_MANIFESTS_URL = "oci://ghcr.io/fluxcd/flux-manifests"
+
+
+DEFAULT_FLUX_MANIFESTS_TAG = "v2.9.4"
+
+
+# What Flux v2.9.4's seven controllers ask for inside each vCluster (their pods run in the
+# host namespace, so the host quota must make room for them beside the tenant's quota):
+# requests 50m+5x100m+50m cpu and 64Mi each, limits 1 cpu and 1Gi each.
+FLUX_REQUESTS_CPU = 0.6
+
+
+FLUX_REQUESTS_MEMORY_MIB = 7 * 64
+
+
+FLUX_LIMITS_CPU = 7.0
+
+
+FLUX_LIMITS_MEMORY_MIB = 7 * 1024
+
+
+# A container's default limit is this many times its default request (500m for 100m), so a
+# tenant whose pods fill the quota with defaults stays within the host's limits quota.
+LIMIT_RATIO = 5
+
+
+# Helm refuses release names over 53 characters; the StatefulSet's pods carry the label
+# `controller-revision-hash: <name>-<10 characters>`, at most 63: 52 is what both allow.
+MAX_VCLUSTER_NAME = 52
 
 
 @dataclass(frozen=True)
@@ -53,9 +86,11 @@ class CloudSpaceSettings:
     default_memory_mib: int = 4096
     control_plane_cpu: float = 0.5
     control_plane_memory_mib: int = 512
-    vcluster_image: str = DEFAULT_IMAGE
     vcluster_url_template: str | None = None
-    flux_manifests: str = DEFAULT_FLUX_MANIFESTS
+    vcluster_chart_url: str = DEFAULT_CHART_URL
+    vcluster_chart_version: str = DEFAULT_CHART_VERSION
+    flux_manifests_url: str = DEFAULT_FLUX_MANIFESTS_URL
+    flux_manifests_tag: str = DEFAULT_FLUX_MANIFESTS_TAG
     reconcile_interval_s: float = 30.0
     # How long a reconciler holds a CloudSpace between renewals (core.cloudspaces.reconciler).
     reconcile_lease_s: float = 30.0
@@ -68,8 +103,9 @@ class CloudSpaceSettings:
 
 
 def key_of(cloud_space_id: str) -> str:
-    """The DNS-1123-safe form of an id that names a CloudSpace's objects."""
-    return cloud_space_id.lower().replace("_", "-")
+    """The DNS-1123-safe form of an id that names a CloudSpace's objects, without the id's
+    own `cs_` prefix (the names add their own: `cs-<key>`, not `cs-cs-<key>`)."""
+    return cloud_space_id.lower().removeprefix("cs_").replace("_", "-")
 
 
 def host_namespace(cloud_space_id: str) -> str:

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
 
-from core.cloudspaces import admission, kubeconfigs, tenant
+from core.cloudspaces import admission, chart, kubeconfigs, tenant
 from core.cloudspaces import capacity as host_capacity
 from core.cloudspaces import lifecycle as rules
 from core.cloudspaces import settings as cloudspace_settings
@@ -55,8 +54,6 @@ class Steps:
         self.settings = services.cloudspaces
         # Counts each call to a host or vCluster API server (the reconciler's metric).
         self._on_call = on_call
-        # The Flux manifests, read once per process (a release URL's content is fixed).
-        self._flux_objects: list[dict[str, Any]] | None = None
         # Each vCluster's address and admin access, read from the host once per run of
         # steps (never stored): a later run reads them again, rotated certificates too.
         self._reach: dict[str, AdminReach] = {}
@@ -102,32 +99,57 @@ class Steps:
         return Done()
 
     async def _host_namespace(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        """The namespace, on a host that runs Flux (else refused, saying what to install)."""
         async with self._connect(host) as kube:
-            await self._apply_all(kube, vc.host_namespace_objects(self.settings, target_of(row)))
+            missing = [
+                crd
+                for crd in chart.FLUX_CRDS
+                if await kube.get(
+                    host_api.path_of(
+                        "apiextensions.k8s.io/v1", "CustomResourceDefinition", None, crd
+                    )
+                )
+                is None
+            ]
+            if missing:
+                return Failed(chart.MISSING_FLUX.format(missing=", ".join(missing)))
+            await kube.apply(vc.host_namespace_object(target_of(row)))
         return Done()
 
-    async def _vcluster_services(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
-        async with self._connect(host) as kube:
-            await self._apply_all(kube, vc.vcluster_services(self.settings, target_of(row)))
-        return Done()
-
-    async def _vcluster_workload(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+    async def _release(self, kube: host_api.Kube, row: CloudSpace) -> str | None:
+        """Applies the chart's repository and the vCluster's HelmRelease; the address it
+        exports its kubeconfig with (None: a LoadBalancer without one yet)."""
         target = target_of(row)
+        reached = await address(self.services, kube, target)
+        await kube.apply(chart.chart_repository(self.settings, target))
+        await kube.apply(chart.helm_release(self.settings, target, reached))
+        return reached
+
+    async def _vcluster_release(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
         async with self._connect(host) as kube:
-            reached = await address(self.services, kube, target)
-            if reached is None:
-                return Wait(f"waiting for the LoadBalancer Service {target.name} to get an address")
-            await self._apply_all(kube, vc.vcluster_workload(self.settings, target, reached))
+            await self._release(kube, row)
         return Done()
 
     async def _vcluster_ready(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        """The HelmRelease Ready at its generation and the exported kubeconfig Secret; a
+        Helm failure is FAILED with Helm's words."""
         target = target_of(row)
         async with self._connect(host) as kube:
-            statefulset = await kube.get(
-                host_api.path_of("apps/v1", "StatefulSet", target.namespace, target.name)
+            release = await kube.get(
+                host_api.path_of(chart.HELM_API, "HelmRelease", target.namespace, target.name)
             )
-            if not vc.statefulset_ready(statefulset):
-                return Wait()
+            state = chart.condition_of(release)
+            if state.failed:
+                return Failed(f"the vCluster's HelmRelease failed: {state.message}")
+            if not state.ready:
+                return Wait(f"the vCluster's HelmRelease: {state.message or 'waiting'}")
+            if chart.release_server(release) is None:
+                # A LoadBalancer had no address at install: export with the one it has now.
+                if await self._release(kube, row) is None:
+                    return Wait(
+                        f"waiting for the LoadBalancer Service {target.name} to get an address"
+                    )
+                return Wait("the vCluster's HelmRelease: exporting the kubeconfig with its address")
             secret = await kube.get(
                 host_api.path_of(
                     "v1",
@@ -136,7 +158,9 @@ class Steps:
                     cloudspace_settings.admin_secret_name(target.name),
                 )
             )
-        return Done() if secret is not None else Wait()
+        if secret is None:
+            return Wait("the vCluster's HelmRelease: waiting for the exported kubeconfig")
+        return Done()
 
     async def _kubeconfig_copy(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
         target = target_of(row)
@@ -190,42 +214,74 @@ class Steps:
         return await self._in_vcluster(row, host, work)
 
     async def _flux(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
-        if self._flux_objects is None:
-            text = await host_api.read_manifests(
-                self.settings.flux_manifests, deny=self.services.deny_networks
-            )
-            self._flux_objects = tenant.flux_objects(text)
-        objects = self._flux_objects
-
-        async def work(vcluster: host_api.Kube) -> Outcome:
-            await self._apply_all(vcluster, objects)
-            return Done()
-
-        return await self._in_vcluster(row, host, work)
+        """Flux's manifests, applied into the vCluster by the host's Flux."""
+        target = target_of(row)
+        async with self._connect(host) as kube:
+            await kube.apply(chart.flux_source(self.settings, target))
+            await kube.apply(chart.flux_kustomization(target))
+        return Done()
 
     async def _flux_ready(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        """The remote Kustomization Ready, and Flux's controllers available inside."""
+        target = target_of(row)
+        async with self._connect(host) as kube:
+            applied = await kube.get(
+                host_api.path_of(
+                    chart.KUSTOMIZE_API,
+                    "Kustomization",
+                    target.namespace,
+                    chart.flux_kustomization_name(target),
+                )
+            )
+        state = chart.condition_of(applied, chart.KUSTOMIZE_FAILURES)
+        if state.failed:
+            return Failed(f"installing Flux into the vCluster failed: {state.message}")
+        if not state.ready:
+            return Wait(f"Flux into the vCluster: {state.message or 'waiting'}")
+
         async def work(vcluster: host_api.Kube) -> Outcome:
             deployments = await vcluster.items(
                 host_api.path_of("apps/v1", "Deployment", cloudspace_settings.FLUX_NAMESPACE)
             )
-            return Done() if tenant.flux_installed(deployments) else Wait()
+            if chart.flux_deployments_available(deployments):
+                return Done()
+            return Wait("Flux into the vCluster: waiting for its controllers to be available")
 
         return await self._in_vcluster(row, host, work)
 
     async def _refresh(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
-        """READY: the host quota (a resize takes effect here), the headroom quotas in
+        """READY: the release's values (a resize of the chart's host quota takes effect
+        here, as a Helm upgrade), the headroom quotas in
         every namespace (new ones too), and the usage."""
         target = target_of(row)
         async with self._connect(host) as kube:
-            await self._apply_all(kube, vc.host_namespace_objects(self.settings, target))
+            applied = await kube.get(
+                host_api.path_of(chart.HELM_API, "HelmRelease", target.namespace, target.name)
+            )
+            # Read first: most passes change nothing, and a read costs the host less.
+            wanted = chart.helm_release(
+                self.settings, target, await address(self.services, kube, target)
+            )
+            if chart.release_differs(applied, wanted):
+                await self._release(kube, row)
             reach = self._reach.get(row.id) or await admin_reach(self.services, kube, target)
         async with self._connect(reach.credentials) as vcluster:
             return Done(await self._headroom_in(vcluster, row))
 
     async def _delete_vcluster(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        """Flux inside first (its Kustomization reaches the vCluster), then the release,
+        which Helm uninstalls; the namespace takes the rest."""
+        target = target_of(row)
+        paths = [
+            (chart.KUSTOMIZE_API, "Kustomization", chart.flux_kustomization_name(target)),
+            (chart.SOURCE_API, "OCIRepository", chart.FLUX_SOURCE),
+            (chart.HELM_API, "HelmRelease", target.name),
+            (chart.SOURCE_API, "HelmRepository", chart.CHART_REPOSITORY),
+        ]
         async with self._connect(host) as kube:
-            for api_version, kind, namespace, name in vc.vcluster_object_paths(target_of(row)):
-                await kube.delete(host_api.path_of(api_version, kind, namespace, name))
+            for api_version, kind, name in paths:
+                # A host without Flux answers 404, which delete takes as gone.
+                await kube.delete(host_api.path_of(api_version, kind, target.namespace, name))
         return Done()
 
     async def _delete_namespace(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
@@ -258,8 +314,7 @@ STEPS: dict[str, StepWork] = {
     rules.Step.BEGIN: Steps._begin,
     rules.Step.CAPACITY: Steps._capacity,
     rules.Step.HOST_NAMESPACE: Steps._host_namespace,
-    rules.Step.VCLUSTER_SERVICES: Steps._vcluster_services,
-    rules.Step.VCLUSTER_WORKLOAD: Steps._vcluster_workload,
+    rules.Step.VCLUSTER_RELEASE: Steps._vcluster_release,
     rules.Step.VCLUSTER_READY: Steps._vcluster_ready,
     rules.Step.KUBECONFIG_COPY: Steps._kubeconfig_copy,
     rules.Step.TENANT_ACCOUNT: Steps._tenant_account,

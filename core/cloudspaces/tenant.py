@@ -1,13 +1,11 @@
-"""What spacedock keeps inside a vCluster: the tenant's account, the headroom quotas and
-defaults of every namespace, and Flux."""
+"""What spacedock keeps inside a vCluster: the tenant's account and the headroom quotas and
+defaults of every namespace (Flux comes through the host's Flux: core.cloudspaces.chart)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-
-import yaml
 
 from core.cloudspaces.quantities import (
     cores_of,
@@ -21,7 +19,7 @@ from core.cloudspaces.settings import (
     TENANT_ACCOUNT,
     TENANT_ACCOUNT_NAMESPACE,
 )
-from core.cloudspaces.vclusters import _limit_range
+from core.cloudspaces.vclusters import limit_range
 
 
 def tenant_account() -> list[dict[str, Any]]:
@@ -90,7 +88,7 @@ def headroom_objects(
     objects: list[dict[str, Any]] = []
     for namespace in namespaces:
         here = used.get(namespace, Used(0.0, 0.0))
-        objects.append(_limit_range(MANAGED_BY, namespace))
+        objects.append(limit_range(MANAGED_BY, namespace))
         objects.append(
             {
                 "apiVersion": "v1",
@@ -105,29 +103,3 @@ def headroom_objects(
             }
         )
     return objects
-
-
-def flux_objects(text: str) -> list[dict[str, Any]]:
-    """The Flux install manifests, CRDs first, then namespaces, then the rest in order.
-    ValueError when the text is not Kubernetes YAML."""
-    try:
-        documents = [doc for doc in yaml.safe_load_all(text) if doc]
-    except yaml.YAMLError as bad:
-        raise ValueError("the Flux manifests are not valid YAML") from bad
-    objects: list[dict[str, Any]] = []
-    for document in documents:
-        if not isinstance(document, dict) or not document.get("kind"):
-            raise ValueError("the Flux manifests hold something that is not a Kubernetes object")
-        if document["kind"].endswith("List"):
-            objects.extend(item for item in document.get("items") or [] if isinstance(item, dict))
-        else:
-            objects.append(document)
-    first = {"CustomResourceDefinition": 0, "Namespace": 1}
-    return sorted(objects, key=lambda obj: first.get(obj["kind"], 2))
-
-
-def flux_installed(deployments: Iterable[Mapping[str, Any]]) -> bool:
-    found = list(deployments)
-    return bool(found) and all(
-        ((d.get("status") or {}).get("availableReplicas") or 0) >= 1 for d in found
-    )

@@ -66,6 +66,24 @@ def dns_label_problem(value: str) -> str | None:
     return None
 
 
+DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+
+
+def dns_1035_label_problem(value: str, max_length: int = 63) -> str | None:
+    """A name that becomes a Service's (a DNS-1035 label: it starts with a letter), at most
+    `max_length` characters so the names derived from it stay within their limits."""
+    if not value:
+        return "must not be empty"
+    if len(value) > max_length:
+        return f"must be at most {max_length} characters"
+    if not DNS_1035_LABEL.fullmatch(value):
+        return (
+            "must be a DNS-1035 label: lowercase letters, digits and '-', "
+            "starting with a letter and ending with a letter or digit"
+        )
+    return None
+
+
 def display_name_problem(value: str) -> str | None:
     if not value.strip():
         return "must not be empty"

@@ -23,7 +23,11 @@ from tests.support.server import Backend, Server, mint_token
 
 T = TypeVar("T")
 
-FLUX_MANIFESTS = Path(__file__).resolve().parents[1] / "data" / "flux_install.yaml"
+# Where the host stand-in's Flux finds the vCluster chart and Flux's manifests: a mirror,
+# as an air-gapped site sets them, so the settings are seen to be followed.
+CHART_URL = "https://charts.mirror.example/loft"
+FLUX_MANIFESTS_URL = "oci://registry.mirror.example/fluxcd/flux-manifests"
+FLUX_MANIFESTS_TAG = "v2.9.4"
 
 CLOUD_SPACE = """
   id name phase message isDefault createdAt
@@ -124,11 +128,26 @@ def default_of(data: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+CHART_ENV = {
+    "SPACEDOCK_VCLUSTER_CHART_URL": CHART_URL,
+    "SPACEDOCK_FLUX_MANIFESTS_URL": FLUX_MANIFESTS_URL,
+    "SPACEDOCK_FLUX_MANIFESTS_TAG": FLUX_MANIFESTS_TAG,
+}
+
+
+def serve_chart_and_flux(host: HostStandIn) -> None:
+    """The host's Flux can fetch the vCluster chart 0.36.1 and Flux's manifests."""
+    host.flux.serve_vcluster_chart(CHART_URL)
+    host.flux.serve_flux_manifests(FLUX_MANIFESTS_URL, tag=FLUX_MANIFESTS_TAG)
+
+
 def serve_platform(
     backend: Backend, host: HostStandIn, log_path: Path, env: dict[str, str]
 ) -> Iterator[Platform]:
     """A module's platform on the host stand-in, reaching vClusters through its gateway,
-    Flux from the small manifest in tests/data, READY re-checked every 0.2 s."""
+    the vCluster chart and Flux's manifests served by its Flux from a mirror, READY
+    re-checked every 0.2 s."""
+    serve_chart_and_flux(host)
     running = start_platform(
         backend,
         log_path,
@@ -137,7 +156,7 @@ def serve_platform(
         host.token,
         {
             "SPACEDOCK_VCLUSTER_URL_TEMPLATE": host.vcluster_url_template,
-            "SPACEDOCK_FLUX_MANIFESTS": str(FLUX_MANIFESTS),
+            **CHART_ENV,
             "SPACEDOCK_RECONCILE_INTERVAL_S": "0.2",
             **env,
         },
@@ -158,8 +177,8 @@ async def eventually(check: Callable[[], Awaitable[T | None]], timeout_s: float 
 
 
 def key(cloud_space_id: str) -> str:
-    """The `<key>` that names a CloudSpace's objects."""
-    return cloud_space_id.lower().replace("_", "-")
+    """The `<key>` that names a CloudSpace's objects (host namespace `cs-<key>`)."""
+    return cloud_space_id.lower().removeprefix("cs_").replace("_", "-")
 
 
 async def ready_cloud_space(
