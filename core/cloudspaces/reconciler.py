@@ -12,7 +12,7 @@ runs out; every write being a server-side apply, a step that runs again creates
 nothing twice.
 
 Outcomes: a step done advances to the next (PENDING → PROVISIONING → INSTALLING_FLUX
-→ READY, each phase change an event); a step waiting (a StatefulSet not ready, a
+→ READY, each phase change an event); a step waiting (a HelmRelease not Ready yet, a
 namespace lingering) releases the CloudSpace for a short poll, its blocker in
 `message`; a step failing makes it FAILED with the reason, retried from that step
 with exponential backoff (while DELETING the phase stays and the reason is the
