@@ -28,7 +28,10 @@ class GraphQL:
     async def call(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         """The whole response: {"data": ..., "errors": [...] or None}."""
         transport = AIOHTTPTransport(url=self.url, headers=self.headers, timeout=30)
-        async with Client(transport=transport, fetch_schema_from_transport=False) as session:
+        # gql's own deadline (10 s by default) would be shorter than the server's bound on a
+        # live cluster call (20 s), so a mutation that asks a busy cluster timed out here.
+        client = Client(transport=transport, fetch_schema_from_transport=False, execute_timeout=30)
+        async with client as session:
             try:
                 result = await session.execute(
                     GraphQLRequest(query, variable_values=variables), get_execution_result=True
