@@ -132,11 +132,19 @@ async def app(client: GraphQL, app_id: str) -> dict[str, Any]:
 
 
 async def until_status(
-    client: GraphQL, app_id: str, status: str, timeout_s: float = 60.0
+    client: GraphQL,
+    app_id: str,
+    status: str,
+    timeout_s: float = 60.0,
+    reason: str | None = None,
 ) -> dict[str, Any]:
+    """The app once it shows `status` (and `reason`, when given)."""
+
     async def reached() -> dict[str, Any] | None:
         found = await app(client, app_id)
-        return found if found["status"] == status else None
+        if found["status"] != status:
+            return None
+        return found if reason is None or found["statusReason"] == reason else None
 
     return await eventually(reached, timeout_s)
 
