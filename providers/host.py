@@ -29,6 +29,9 @@ from providers.kube import DEFAULT_TIMEOUT_S, build_client, json_answer, transla
 from providers.network import DEFAULT_MAX_BODY_BYTES, IPNetwork, denied_address
 
 FIELD_MANAGER = "spacedock"
+# Lists are read in chunks of this many objects (kubectl's default), up to LIST_MAX.
+LIST_CHUNK = 500
+LIST_MAX = 50_000
 APPLY = "application/apply-patch+yaml"
 CLUSTER_SCOPED = {
     "Namespace",
@@ -137,12 +140,17 @@ class Kube:
         return await self._call("GET", path, absent=frozenset({404}))
 
     async def items(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
-        query = None if label_selector is None else [("labelSelector", label_selector)]
-        listed = await self._object("GET", path, query=query)
-        items = listed.get("items") or []
-        if not isinstance(items, list):
-            raise UnexpectedAnswer("a list without items")
-        return [item for item in items if isinstance(item, dict)]
+        """Every object of a list, read in chunks as kubectl reads them (one answer of a
+        large cluster's pods would be tens of megabytes); a list longer than LIST_MAX is
+        refused rather than counted short."""
+        listed = await self.chunks(
+            path, page_size=LIST_CHUNK, max_items=LIST_MAX, label_selector=label_selector
+        )
+        assert listed is not None  # not optional: a 404 raised
+        items, more = listed
+        if more:
+            raise UnexpectedAnswer(f"a list of more than {LIST_MAX} objects")
+        return items
 
     async def chunks(
         self,
@@ -151,6 +159,7 @@ class Kube:
         page_size: int,
         max_items: int,
         field_selector: str | None = None,
+        label_selector: str | None = None,
         optional: bool = False,
     ) -> tuple[list[dict[str, Any]], bool] | None:
         """A list read in chunks of `page_size` (`limit` and `continue`), at most
@@ -164,6 +173,8 @@ class Kube:
             query = [("limit", str(max(1, min(page_size, max_items - len(items)))))]
             if field_selector:
                 query.append(("fieldSelector", field_selector))
+            if label_selector:
+                query.append(("labelSelector", label_selector))
             if token:
                 query.append(("continue", token))
             absent = frozenset({404}) if optional else frozenset()
