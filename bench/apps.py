@@ -47,6 +47,7 @@ sys.path.insert(0, str(REPO))
 import sqlalchemy as sa  # noqa: E402
 from sqlmodel import col  # noqa: E402
 
+from bench.common import print_table  # noqa: E402
 from core.apps import flux, operations  # noqa: E402
 from core.apps import lifecycle as apps  # noqa: E402
 from core.apps.delivery import PER_CLUSTER, Delivery  # noqa: E402
@@ -367,7 +368,7 @@ def report(delivered: list[Delivered], watched: list[Watched]) -> None:
         ("API calls per revision", [f"{d.api_calls / d.revisions:.1f}" for d in delivered]),
         ("SQL statements per revision", [f"{d.statements / d.revisions:.1f}" for d in delivered]),
     ]
-    _table(header, rows)
+    print_table(header, rows)
     print()
     header = ["status", *(w.label for w in watched)]
     rows = [
@@ -376,17 +377,10 @@ def report(delivered: list[Delivered], watched: list[Watched]) -> None:
         ("API calls per app per interval", [f"{w.api_calls / w.reads:.2f}" for w in watched]),
         ("SQL statements per app per interval", [f"{w.statements / w.reads:.3f}" for w in watched]),
     ]
-    _table(header, rows)
+    print_table(header, rows)
     for w in watched:
         if w.states:
             print(f"statuses after the status loop: {json.dumps(w.states, sort_keys=True)}")
-
-
-def _table(header: list[str], rows: list[tuple[str, list[str]]]) -> None:
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for name, values in rows:
-        print(f"| {name} | " + " | ".join(values) + " |")
 
 
 async def main_async(args: argparse.Namespace, host: dict[str, Any]) -> None:

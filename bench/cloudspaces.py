@@ -38,6 +38,7 @@ sys.path.insert(0, str(REPO))
 import sqlalchemy as sa  # noqa: E402
 from sqlmodel import col  # noqa: E402
 
+from bench.common import percentile, print_table  # noqa: E402
 from core.cloudspaces import capacity as host_capacity  # noqa: E402
 from core.cloudspaces import lifecycle as cloudspaces  # noqa: E402
 from core.cloudspaces.reconciler import Reconciler  # noqa: E402
@@ -169,10 +170,6 @@ async def _times_to_ready(services: Services, started_at: Any) -> list[float]:
         return sorted((at - started_at).total_seconds() for at in await session.scalars(query))
 
 
-def _p95(values: list[float]) -> float:
-    return values[min(len(values) - 1, round(0.95 * (len(values) - 1)))]
-
-
 def report(runs: list[Figures]) -> None:
     print()
     header = ["", *(r.label for r in runs)]
@@ -182,7 +179,10 @@ def report(runs: list[Figures]) -> None:
         ("CloudSpaces READY per second", [f"{r.count / r.wall_s:.1f}" for r in runs]),
         (
             "time to a CloudSpace's READY, median / p95",
-            [f"{statistics.median(r.to_ready_s):.2f} s / {_p95(r.to_ready_s):.2f} s" for r in runs],
+            [
+                f"{statistics.median(r.to_ready_s):.2f} s / {percentile(r.to_ready_s, 0.95):.2f} s"
+                for r in runs
+            ],
         ),
         ("CPU per CloudSpace (this process)", [f"{1000 * r.cpu_s / r.count:.1f} ms" for r in runs]),
         ("API calls per CloudSpace", [f"{r.api_calls / r.count:.1f}" for r in runs]),
@@ -190,10 +190,7 @@ def report(runs: list[Figures]) -> None:
         ("waits (not ready yet, polled again)", [str(r.waits) for r in runs]),
         ("failed steps", [str(r.failures) for r in runs]),
     ]
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for name, values in rows:
-        print(f"| {name} | " + " | ".join(values) + " |")
+    print_table(header, rows)
 
 
 def main() -> None:

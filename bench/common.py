@@ -65,6 +65,14 @@ def spread(samples: Sequence[float], unit: str = "ms", digits: int = 1) -> str:
     return f"{statistics.median(samples):.{digits}f} {unit} ({low:.{digits}f}-{high:.{digits}f})"
 
 
+def print_table(header: Sequence[str], rows: Sequence[tuple[str, Sequence[str]]]) -> None:
+    """A Markdown table, as the README quotes the figures: a row a figure, a column a run."""
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for name, values in rows:
+        print(f"| {name} | " + " | ".join(values) + " |")
+
+
 def wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
