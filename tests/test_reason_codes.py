@@ -61,17 +61,7 @@ def cluster() -> Iterator[KubeStandIn]:
 
 
 async def register(org: Org, cluster: KubeStandIn) -> str:
-    config = {
-        "clusterName": make.unique("standin"),
-        "server": f"{cluster.url}/{make.unique('c')}",
-        "caCert": cluster.ca_pem,
-        "serviceAccountToken": cluster.token,
-    }
-    payload = await org.editor.mutate(
-        make.REGISTER_SPACE,
-        {"input": {"name": make.unique("space"), "provider": "GENERIC", "config": config}},
-    )
-    space_id: str = make.succeeded(payload)["space"]["id"]
+    space_id: str = (await make.register_on_standin(org.editor, cluster))["id"]
     return space_id
 
 
