@@ -14,6 +14,7 @@ import pytest
 from sim import clouds as cloud_standins
 from tests.support.graphql import GraphQL
 from tests.support.server import STARTED, Backend, Server, mint_token
+from tests.support.tcp_proxy import TcpProxy
 
 POSTGRES_URL = os.environ.get("SPACEDOCK_TEST_DATABASE_URL")
 BACKENDS = ["sqlite", *(["postgres"] if POSTGRES_URL else [])]
@@ -34,6 +35,24 @@ def backend(
     made = fresh_backend(request.param, tmp_path_factory.mktemp("sqlite"))
     yield made
     made.dispose(POSTGRES_URL)
+
+
+@pytest.fixture(scope="module")
+def postgres_database() -> Iterator[Backend]:
+    """A Postgres database of this module's own, for tests that cut or drop its
+    connections (the module skips without Postgres)."""
+    assert POSTGRES_URL is not None
+    made = Backend.postgres(POSTGRES_URL)
+    yield made
+    made.dispose(POSTGRES_URL)
+
+
+@pytest.fixture(scope="module")
+def postgres_proxy(postgres_database: Backend) -> Iterator[TcpProxy]:
+    """A TCP proxy to it that a test can cut, restore or stall."""
+    running = TcpProxy.to(postgres_database)
+    yield running
+    running.stop()
 
 
 @pytest.fixture(params=BACKENDS)

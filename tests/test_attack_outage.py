@@ -16,7 +16,6 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-import sqlalchemy as sa
 
 from tests.conftest import POSTGRES_URL
 from tests.support.attack import HANG, Answer, converse, send
@@ -33,27 +32,10 @@ SPACE_COUNT = {"query": "{ spaces(first: 1) { totalCount } }"}
 
 
 @pytest.fixture(scope="module")
-def database() -> Iterator[Backend]:
-    assert POSTGRES_URL is not None
-    made = Backend.postgres(POSTGRES_URL)
-    yield made
-    made.dispose(POSTGRES_URL)
-
-
-@pytest.fixture(scope="module")
-def proxy(database: Backend) -> Iterator[TcpProxy]:
-    url = sa.make_url(database.url)
-    running = TcpProxy(url.host or "127.0.0.1", url.port or 5432).start()
-    yield running
-    running.stop()
-
-
-@pytest.fixture(scope="module")
 def outage_server(
-    database: Backend, proxy: TcpProxy, tmp_path_factory: pytest.TempPathFactory
+    postgres_database: Backend, postgres_proxy: TcpProxy, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
-    url = sa.make_url(database.url).set(host="127.0.0.1", port=proxy.port)
-    through_proxy = Backend("postgres", url.render_as_string(hide_password=False))
+    through_proxy = postgres_proxy.backend_of(postgres_database)
     log_path = Path(tmp_path_factory.mktemp("outage")) / "server.log"
     running = Server(backend=through_proxy, log_path=log_path).start()
     yield running
@@ -61,14 +43,14 @@ def outage_server(
 
 
 async def test_an_outage_is_503_service_unavailable_then_service_resumes(
-    outage_server: Server, proxy: TcpProxy, database: Backend
+    outage_server: Server, postgres_proxy: TcpProxy, postgres_database: Backend
 ) -> None:
-    token = await mint_token(database.url, "outage", "viewer")
-    unused = await mint_token(database.url, "outage", "viewer")  # never seen by the server
+    token = await mint_token(postgres_database.url, "outage", "viewer")
+    unused = await mint_token(postgres_database.url, "outage", "viewer")  # never seen by the server
     assert (await send(outage_server, json_body=VIEWER, token=token)).body == {
         "data": {"viewer": {"role": "VIEWER"}}
     }
-    proxy.cut()
+    postgres_proxy.cut()
     try:
         answers = [
             await send(outage_server, json_body=body, token=credential)
@@ -90,7 +72,7 @@ async def test_an_outage_is_503_service_unavailable_then_service_resumes(
         )
         assert talk.close_code == 1013
     finally:
-        proxy.restore()
+        postgres_proxy.restore()
 
     deadline = asyncio.get_running_loop().time() + HANG
     while (answer := await send(outage_server, json_body=SPACE_COUNT, token=token)).status != 200:
@@ -107,15 +89,15 @@ async def test_an_outage_is_503_service_unavailable_then_service_resumes(
 
 
 async def test_every_other_route_answers_an_outage_with_503_too(
-    outage_server: Server, proxy: TcpProxy, database: Backend
+    outage_server: Server, postgres_proxy: TcpProxy, postgres_database: Backend
 ) -> None:
     """Issue 18, defect 6: the kubeconfig download answered 500 with a traceback."""
-    token = await mint_token(database.url, "outage", "admin")
-    unused = await mint_token(database.url, "outage", "admin")
+    token = await mint_token(postgres_database.url, "outage", "admin")
+    unused = await mint_token(postgres_database.url, "outage", "admin")
     route = f"{outage_server.base}/api/v1/cloudspaces/cs_{'0' * 30}/vclusters/dev/kubeconfig"
     assert (await get(route, token)).status == 404  # the token is now held by the server
     before = outage_server.log()
-    proxy.cut()
+    postgres_proxy.cut()
     try:
         for credential in (token, unused):  # the route's own read, then the token check
             answer = await get(route, credential)
@@ -124,7 +106,7 @@ async def test_every_other_route_answers_an_outage_with_503_too(
         ready = await get(f"{outage_server.base}/readyz", None)
         assert ready.status == 503
     finally:
-        proxy.restore()
+        postgres_proxy.restore()
     deadline = asyncio.get_running_loop().time() + HANG
     while (await get(route, token)).status != 404:
         assert asyncio.get_running_loop().time() < deadline, "service did not resume"

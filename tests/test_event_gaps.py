@@ -23,7 +23,6 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
-import sqlalchemy as sa
 import websockets
 from websockets.typing import Subprotocol
 
@@ -60,38 +59,23 @@ KEEPALIVE_S = "2"
 
 
 @pytest.fixture(scope="module")
-def database() -> Iterator[Backend]:
-    assert POSTGRES_URL is not None
-    made = Backend.postgres(POSTGRES_URL)
-    yield made
-    made.dispose(POSTGRES_URL)
-
-
-@pytest.fixture(scope="module")
-def proxy(database: Backend) -> Iterator[TcpProxy]:
-    url = sa.make_url(database.url)
-    running = TcpProxy(url.host or "127.0.0.1", url.port or 5432).start()
-    yield running
-    running.stop()
-
-
-@pytest.fixture(scope="module")
-def writer(database: Backend, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def writer(
+    postgres_database: Backend, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
     log_path = Path(tmp_path_factory.mktemp("writer")) / "server.log"
-    running = Server(backend=database, log_path=log_path, env=dict(QUIET_PROBES)).start()
+    running = Server(backend=postgres_database, log_path=log_path, env=dict(QUIET_PROBES)).start()
     yield running
     running.stop()
 
 
 @pytest.fixture(scope="module")
 def listener(
-    database: Backend,
-    proxy: TcpProxy,
+    postgres_database: Backend,
+    postgres_proxy: TcpProxy,
     writer: Server,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Server]:
-    url = sa.make_url(database.url).set(host="127.0.0.1", port=proxy.port)
-    through_proxy = Backend("postgres", url.render_as_string(hide_password=False))
+    through_proxy = postgres_proxy.backend_of(postgres_database)
     log_path = Path(tmp_path_factory.mktemp("listener")) / "server.log"
     env = {
         **QUIET_PROBES,
@@ -314,23 +298,23 @@ async def scene(writer: Server, listener: Server, catch_up: bool = False) -> Asy
 
 
 async def test_events_written_while_a_replica_is_cut_off_reach_its_subscribers_once(
-    writer: Server, listener: Server, proxy: TcpProxy, database: Backend
+    writer: Server, listener: Server, postgres_proxy: TcpProxy, postgres_database: Backend
 ) -> None:
     async with scene(writer, listener) as made:
         await made.change()
         await made.follower_of(None).arrived.wait()
-        (heard_by,) = await listen_pids(database)
-        await asyncio.to_thread(proxy.cut)
+        (heard_by,) = await listen_pids(postgres_database)
+        await asyncio.to_thread(postgres_proxy.cut)
         try:
             # The listener's LISTEN connection is gone (its termination seen by Postgres).
             deadline = asyncio.get_running_loop().time() + WAIT_S
-            while heard_by in await listen_pids(database):
+            while heard_by in await listen_pids(postgres_database):
                 assert asyncio.get_running_loop().time() < deadline
                 await asyncio.sleep(0.05)
             for _ in range(12):
                 await made.change()
         finally:
-            await asyncio.to_thread(proxy.restore)
+            await asyncio.to_thread(postgres_proxy.restore)
         await made.change()
         await made.everyone_has_everything()
         assert all(not follower.closes for follower in made.followers), "a socket was closed"
@@ -338,7 +322,7 @@ async def test_events_written_while_a_replica_is_cut_off_reach_its_subscribers_o
 
 
 async def test_events_reach_subscribers_when_every_database_connection_drops_at_once(
-    writer: Server, listener: Server, proxy: TcpProxy, database: Backend
+    writer: Server, listener: Server, postgres_proxy: TcpProxy, postgres_database: Backend
 ) -> None:
     async with scene(writer, listener) as made:
         await made.change()
@@ -349,8 +333,8 @@ async def test_events_reach_subscribers_when_every_database_connection_drops_at_
         while made.flips < 6:
             made.flipped.clear()
             await made.flipped.wait()
-        ports = await asyncio.to_thread(proxy.upstream_ports)
-        assert await drop_connections(database, ports) >= 1
+        ports = await asyncio.to_thread(postgres_proxy.upstream_ports)
+        assert await drop_connections(postgres_database, ports) >= 1
         await asyncio.gather(*changing)
         await made.change()
         await made.everyone_has_everything(in_id_order=False)
@@ -359,19 +343,19 @@ async def test_events_reach_subscribers_when_every_database_connection_drops_at_
 
 
 async def test_events_reach_subscribers_when_the_listen_link_stalls_without_closing(
-    writer: Server, listener: Server, proxy: TcpProxy, database: Backend
+    writer: Server, listener: Server, postgres_proxy: TcpProxy, postgres_database: Backend
 ) -> None:
     async with scene(writer, listener) as made:
         await made.change()
         await made.follower_of(None).arrived.wait()
-        ((heard_by, port),) = (await listen_connections(database)).items()
+        ((heard_by, port),) = (await listen_connections(postgres_database)).items()
         # The link drops every byte but stays open: nothing tells asyncpg it is gone, and
         # the NOTIFYs of the writer's changes go nowhere until the keepalive notices.
-        await asyncio.to_thread(proxy.stall, port)
+        await asyncio.to_thread(postgres_proxy.stall, port)
         for _ in range(12):
             await made.change()
         deadline = asyncio.get_running_loop().time() + WAIT_S
-        while heard_by in (now := await listen_connections(database)) or not now:
+        while heard_by in (now := await listen_connections(postgres_database)) or not now:
             assert asyncio.get_running_loop().time() < deadline, "the stall was never noticed"
             await asyncio.sleep(0.05)
         await made.change()

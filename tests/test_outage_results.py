@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 from sim.kube_standin import KubeStandIn
 from tests.conftest import POSTGRES_URL
@@ -34,27 +33,10 @@ INTERVAL_S = 2
 
 
 @pytest.fixture(scope="module")
-def database() -> Iterator[Backend]:
-    assert POSTGRES_URL is not None
-    made = Backend.postgres(POSTGRES_URL)
-    yield made
-    made.dispose(POSTGRES_URL)
-
-
-@pytest.fixture(scope="module")
-def proxy(database: Backend) -> Iterator[TcpProxy]:
-    url = sa.make_url(database.url)
-    running = TcpProxy(url.host or "127.0.0.1", url.port or 5432).start()
-    yield running
-    running.stop()
-
-
-@pytest.fixture(scope="module")
 def outage_server(
-    database: Backend, proxy: TcpProxy, tmp_path_factory: pytest.TempPathFactory
+    postgres_database: Backend, postgres_proxy: TcpProxy, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
-    url = sa.make_url(database.url).set(host="127.0.0.1", port=proxy.port)
-    through_proxy = Backend("postgres", url.render_as_string(hide_password=False))
+    through_proxy = postgres_proxy.backend_of(postgres_database)
     log_path = Path(tmp_path_factory.mktemp("outage")) / "server.log"
     env = {"SPACEDOCK_PROBE_INTERVAL_S": str(INTERVAL_S), "SPACEDOCK_PROBE_TIMEOUT_S": "10"}
     running = Server(backend=through_proxy, log_path=log_path, env=env).start()
@@ -70,9 +52,9 @@ async def until(check: object, what: str) -> None:
 
 
 async def test_a_probe_result_taken_during_an_outage_is_written_when_the_database_is_back(
-    outage_server: Server, proxy: TcpProxy, database: Backend
+    outage_server: Server, postgres_proxy: TcpProxy, postgres_database: Backend
 ) -> None:
-    token = await mint_token(database.url, "outage-results", "admin")
+    token = await mint_token(postgres_database.url, "outage-results", "admin")
     client = GraphQL(outage_server.url, outage_server.ws_url, token)
     with KubeStandIn() as cluster:
         space = await register_on_standin(client, cluster)
@@ -92,7 +74,7 @@ async def test_a_probe_result_taken_during_an_outage_is_written_when_the_databas
         dropped_before = await asyncio.to_thread(
             outage_server.metric, "spacedock_probe_loop_dropped_total"
         )
-        await asyncio.to_thread(proxy.cut)
+        await asyncio.to_thread(postgres_proxy.cut)
         try:
             cluster.status_code = 503  # the held probe is answered, with a failure
             cluster.release()
@@ -103,7 +85,7 @@ async def test_a_probe_result_taken_during_an_outage_is_written_when_the_databas
             await until(answered, "the held probe was not answered")
             await asyncio.sleep(0.5)  # the result's write meets the cut database
         finally:
-            await asyncio.to_thread(proxy.restore)
+            await asyncio.to_thread(postgres_proxy.restore)
 
         async def written() -> bool:
             response = await client.call(PROBE, {"id": space["id"]})

@@ -11,7 +11,10 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+import sqlalchemy as sa
+
 from sim.ports import HeldPort
+from tests.support.server import Backend
 
 T = TypeVar("T")
 
@@ -35,6 +38,17 @@ class TcpProxy:
         self.thread.start()
         self.restore()
         return self
+
+    @classmethod
+    def to(cls, database: Backend) -> TcpProxy:
+        """A started proxy to the database's server."""
+        url = sa.make_url(database.url)
+        return cls(url.host or "127.0.0.1", url.port or 5432).start()
+
+    def backend_of(self, database: Backend) -> Backend:
+        """The same database, reached through this proxy."""
+        url = sa.make_url(database.url).set(host="127.0.0.1", port=self.port)
+        return Backend(database.name, url.render_as_string(hide_password=False))
 
     def restore(self) -> None:
         """Accepts and forwards connections again."""
