@@ -34,6 +34,7 @@ from tests.support.cloudspaces import (
     EVENTS,
     FLUX_MANIFESTS_TAG,
     FLUX_MANIFESTS_URL,
+    IMAGE_REGISTRY,
     LIST,
     ONE,
     UPDATE,
@@ -201,6 +202,10 @@ async def test_a_cloudspace_goes_through_every_phase_and_is_built_as_designed(
         managers = {m["manager"] for m in statefulset["metadata"]["managedFields"]}
         assert managers == {"helm-controller"}, managers
         assert statefulset["metadata"]["labels"]["chart"] == "vcluster-0.36.1"
+        # Every image from the site's mirror (the chart's defaultImageRegistry).
+        pod = statefulset["spec"]["template"]["spec"]
+        images = [c["image"] for c in pod["containers"] + pod.get("initContainers", [])]
+        assert images and all(i.startswith(f"{IMAGE_REGISTRY}/") for i in images), images
     # The chart's policies with spacedock's numbers: the quota, Flux's seven controllers
     # (600m, 448Mi; limits 7 x 1 cpu / 1Gi) and the control plane (500m, 512Mi).
     quota = host.api.find("resourcequotas", "vc-prod-eu", namespace)

@@ -112,6 +112,11 @@ def release_values(
         },
         "telemetry": {"enabled": False},
     }
+    if settings.vcluster_image_registry is not None:
+        # The chart's own switch: every image it deploys is pulled from this prefix.
+        values["controlPlane"]["advanced"] = {
+            "defaultImageRegistry": settings.vcluster_image_registry
+        }
     if address is not None:
         values["controlPlane"]["proxy"] = {"extraSANs": [host_of(address)]}
         # The syncer writes vc-<name> with this server; spacedock and the host's Flux read it.
