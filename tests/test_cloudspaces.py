@@ -430,7 +430,9 @@ async def test_the_host_cannot_give_more_than_it_has_beside_other_cloudspaces(
         (["input", "cpu"], "QUOTA_EXCEEDED")
     ]
     message = payload["userErrors"][0]["message"]
-    assert message.startswith("cpu 63.5 (+0.5 for the control plane) is more than this host")
+    assert message.startswith(
+        "cpu 63.5 (+1.1 for the vCluster's control plane and Flux) is more than this host"
+    )
     assert "64" not in message, "the host's size is not told"
     assert "prod-eu" not in message and "default" not in message and "tenant-" not in message
 
@@ -713,3 +715,27 @@ async def test_a_cloudspace_on_the_orgs_own_space_shows_its_host_both_ways(
     ]
     refused = await tenant.admin.mutate(make.DEREGISTER_SPACE, {"input": {"id": space["id"]}})
     assert [e["code"] for e in refused["userErrors"]] == ["PRECONDITION_FAILED"]
+
+
+async def test_the_host_makes_room_for_each_vclusters_control_plane_and_flux(
+    platform: Platform, tenant: Org
+) -> None:
+    # A host of 4 cores of its own. Each vCluster takes 0.5 for its control plane and
+    # 0.6 for Flux's controllers inside it beside its quota: 2.9 is the most that fits.
+    with HostStandIn(nodes=[("4", "16Gi")]) as host:
+        space = await make.register_generic_space(
+            tenant.admin, name="small-host", server=host.url, ca=host.ca_pem, token=host.token
+        )
+
+        async def ask(name: str, cpu: float) -> list[tuple[tuple[str, ...], str]]:
+            payload = await tenant.editor.mutate(
+                CREATE,
+                {"input": {"name": name, "hostSpaceId": space["id"], "cpu": cpu, "memoryMiB": 64}},
+            )
+            return [(tuple(e["field"]), e["code"]) for e in payload["userErrors"]]
+
+        assert await ask("too-big", 3.0) == [(("input", "cpu"), "QUOTA_EXCEEDED")]
+        assert await ask("fits", 2.9) == []
+        # 0.6 cores are left beside the control plane alone, none beside Flux's too: a
+        # second vCluster would take the room the first one's Flux runs in.
+        assert await ask("second", 0.1) == [(("input", "cpu"), "QUOTA_EXCEEDED")]

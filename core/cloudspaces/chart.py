@@ -22,8 +22,6 @@ from core.cloudspaces.settings import (
     DEFAULT_REQUEST,
     FLUX_LIMITS_CPU,
     FLUX_LIMITS_MEMORY_MIB,
-    FLUX_REQUESTS_CPU,
-    FLUX_REQUESTS_MEMORY_MIB,
     LIMIT_RATIO,
     CloudSpaceSettings,
     admin_secret_name,
@@ -69,10 +67,8 @@ def release_values(
     control_memory = memory_text(settings.control_plane_memory_mib)
     # The host quota holds the tenant's quota, Flux's controllers inside the vCluster and
     # the control plane: requests exactly, limits at the LimitRange's ratio for the tenant.
-    requests_cpu = target.cpu + FLUX_REQUESTS_CPU + settings.control_plane_cpu
-    requests_memory = (
-        target.memory_mib + FLUX_REQUESTS_MEMORY_MIB + settings.control_plane_memory_mib
-    )
+    requests_cpu = target.cpu + settings.vcluster_overhead_cpu
+    requests_memory = target.memory_mib + settings.vcluster_overhead_memory_mib
     limits_cpu = LIMIT_RATIO * target.cpu + FLUX_LIMITS_CPU + settings.control_plane_cpu
     limits_memory = (
         LIMIT_RATIO * target.memory_mib + FLUX_LIMITS_MEMORY_MIB + settings.control_plane_memory_mib

@@ -105,6 +105,17 @@ class CloudSpaceSettings:
     admission_url: str | None = None
     admission_ca_pem: str | None = None
 
+    # What each vCluster needs on the host beyond its tenant's quota: its control plane and
+    # Flux's controllers inside it (their pods run in the host namespace). The host quota
+    # (core.cloudspaces.chart) and the host's capacity (core.cloudspaces.capacity) count it.
+    @property
+    def vcluster_overhead_cpu(self) -> float:
+        return self.control_plane_cpu + FLUX_REQUESTS_CPU
+
+    @property
+    def vcluster_overhead_memory_mib(self) -> int:
+        return self.control_plane_memory_mib + FLUX_REQUESTS_MEMORY_MIB
+
 
 # How an image reference starts: a registry host[:port], then lowercase path components.
 IMAGE_REGISTRY = re.compile(
