@@ -604,6 +604,44 @@ async def test_a_helm_failure_is_failed_with_helms_words_then_retried(
         await watcher.until(created["id"], "READY")
 
 
+async def test_a_stalled_helm_release_is_reset_and_retried_once_the_cause_is_fixed(
+    platform: Platform, tenant: Org, healthy: HostStandIn
+) -> None:
+    host = healthy
+    # Every apply of the vCluster's StatefulSet is refused (a policy webhook, say): Helm
+    # fails its install and remediation retries (3) until the release is Stalled, after
+    # which helm-controller tries no more by itself.
+    host.api.fail_apply(kind="StatefulSet", name="stuck", times=None)
+    async with watching(platform, tenant) as watcher:
+        created = await create(tenant, "stuck", cpu=0.5, memory_mib=512)
+        namespace = f"cs-{key(created['id'])}"
+        failed = await watcher.until(created["id"], "FAILED")
+        assert failed["message"].startswith(
+            f"the vCluster's HelmRelease failed: Helm install failed for release {namespace}/stuck"
+        )
+        assert 'injected fault applying StatefulSet "stuck"' in failed["message"]
+
+        def release() -> dict[str, Any] | None:
+            return host.api.find("helmreleases", "stuck", namespace, "helm.toolkit.fluxcd.io")
+
+        async def reset() -> dict[str, Any] | None:
+            found = release()
+            return found if (found or {}).get("status", {}).get("lastHandledResetAt") else None
+
+        # The Stalled release was reset as `flux reconcile hr --reset` does it.
+        annotations = (await eventually(reset))["metadata"]["annotations"]
+        token = annotations["reconcile.fluxcd.io/resetAt"]
+        assert annotations["reconcile.fluxcd.io/requestedAt"] == token
+        host.api.heal()  # the operator fixed the webhook: the next retry's reset installs it
+        await watcher.until(created["id"], "READY")
+    ready = release()
+    assert ready is not None
+    assert {c["type"] for c in ready["status"]["conditions"]} == {"Ready", "Released"}
+    assert "installFailures" not in ready["status"]
+    # The reset went beside spacedock's apply: the release's spec is still spacedock's.
+    assert ready["spec"]["values"]["controlPlane"]["distro"] == {"k8s": {"enabled": True}}
+
+
 async def test_a_host_without_flux_is_refused_saying_what_to_install(
     platform: Platform, tenant: Org, healthy: HostStandIn
 ) -> None:

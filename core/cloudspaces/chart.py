@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -220,6 +221,21 @@ class Condition:
     ready: bool
     failed: bool
     message: str | None
+    # Stalled: helm-controller spent the remediation retries and tries no more by itself.
+    stalled: bool = False
+
+
+# helm-controller (v2 API) clears a HelmRelease's failure counts, so that a Stalled release
+# (RetriesExceeded) is tried again, when `reconcile.fluxcd.io/resetAt` equals
+# `reconcile.fluxcd.io/requestedAt` and both are new (`flux reconcile hr --reset`).
+RESET_AT = "reconcile.fluxcd.io/resetAt"
+REQUESTED_AT = "reconcile.fluxcd.io/requestedAt"
+
+
+def reset_request(at: datetime) -> dict[str, str]:
+    """The annotations that reset a Stalled HelmRelease, with a token of this moment."""
+    token = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return {RESET_AT: token, REQUESTED_AT: token}
 
 
 # Ready=False reasons that are failures, not steps on the way (Flux retries them on its
@@ -249,7 +265,7 @@ def condition_of(
         return Condition(True, False, message)
     stalled = (conditions.get("Stalled") or {}).get("status") == "True"
     if ready.get("status") == "False" and (stalled or ready.get("reason") in failures):
-        return Condition(False, True, message)
+        return Condition(False, True, message, stalled)
     return Condition(False, False, message)
 
 
