@@ -25,6 +25,7 @@ from core.cloudspaces.settings import (
     DEFAULT_FLUX_MANIFESTS_TAG,
     DEFAULT_FLUX_MANIFESTS_URL,
     CloudSpaceSettings,
+    image_registry,
 )
 from core.common.secrets import SecretBox
 
@@ -211,6 +212,7 @@ class Settings(BaseSettings):
         DEFAULT_CHART_VERSION, "SPACEDOCK_VCLUSTER_CHART_VERSION"
     )
     flux_manifests_url: str = _setting(DEFAULT_FLUX_MANIFESTS_URL, "SPACEDOCK_FLUX_MANIFESTS_URL")
+    vcluster_image_registry: str | None = _setting(None, "SPACEDOCK_VCLUSTER_IMAGE_REGISTRY")
     flux_manifests_tag: str = _setting(DEFAULT_FLUX_MANIFESTS_TAG, "SPACEDOCK_FLUX_MANIFESTS_TAG")
     reconcile_interval_s: float = _setting(30.0, "SPACEDOCK_RECONCILE_INTERVAL_S", 0)
     reconcile_lease_s: float = _setting(30.0, "SPACEDOCK_RECONCILE_LEASE_S", 0.5)
@@ -306,6 +308,11 @@ class Settings(BaseSettings):
         assert found is not None
         return found
 
+    @field_validator("vcluster_image_registry")
+    @classmethod
+    def _image_registry(cls, registry: str | None) -> str | None:
+        return None if registry is None else image_registry(registry)
+
     @field_validator("advisor_model_url")
     @classmethod
     def _model_url(cls, url: str | None) -> str | None:
@@ -373,6 +380,7 @@ class Settings(BaseSettings):
             vcluster_chart_version=self.vcluster_chart_version,
             flux_manifests_url=self.flux_manifests_url,
             flux_manifests_tag=self.flux_manifests_tag,
+            vcluster_image_registry=self.vcluster_image_registry,
             reconcile_interval_s=self.reconcile_interval_s,
             reconcile_lease_s=self.reconcile_lease_s,
             kubeconfig_ttl_s=self.kubeconfig_ttl_s,

@@ -165,13 +165,16 @@ async def delete(session: AsyncSession, cloud_space_id: str) -> None:
     await session.execute(sa.delete(CloudSpace).where(col(CloudSpace.id) == cloud_space_id))
 
 
-async def release_all(session: AsyncSession, owner: str, now: datetime) -> None:
-    """Ends every lease `owner` still holds, so its CloudSpaces are due again at once."""
-    await session.execute(
+async def release_all(session: AsyncSession, owner: str, now: datetime) -> int:
+    """Ends every lease `owner` still holds, so its CloudSpaces are due again at once; how
+    many it held."""
+    result = await session.execute(
         sa.update(CloudSpace)
         .where(col(CloudSpace.claimed_by) == owner)
         .values(claimed_by=None, lease_until=None, next_attempt_at=now)
+        .execution_options(synchronize_session=False)
     )
+    return int(result.rowcount)  # type: ignore[attr-defined]
 
 
 async def renew_lease(

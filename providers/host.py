@@ -33,6 +33,7 @@ FIELD_MANAGER = "spacedock"
 LIST_CHUNK = 500
 LIST_MAX = 50_000
 APPLY = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
 CLUSTER_SCOPED = {
     "Namespace",
     "Node",
@@ -133,6 +134,17 @@ class Kube:
             body=dict(manifest),
             query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
             content_type=APPLY,
+        )
+
+    async def annotate(self, path: str, annotations: Mapping[str, str]) -> dict[str, Any]:
+        """Sets annotations on the object with a JSON merge patch, as `kubectl annotate`
+        and the flux CLI do: what server-side apply owns is left as it is."""
+        return await self._object(
+            "PATCH",
+            path,
+            body={"metadata": {"annotations": dict(annotations)}},
+            query=[("fieldManager", FIELD_MANAGER)],
+            content_type=MERGE_PATCH,
         )
 
     async def get(self, path: str) -> dict[str, Any] | None:

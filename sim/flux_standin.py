@@ -46,7 +46,9 @@ alone; `reconcile.fluxcd.io/requestedAt` is copied to `status.lastHandledReconci
   <ns>/<name>.v1 with chart <chart>@<version>`, or Ready=False `InstallFailed`
   `Helm install failed for release <ns>/<release> with chart <chart>@<version>:
   <Helm's error>` and Stalled `RetriesExceeded` once `install.remediation.retries`
-  are spent; `SourceNotReady`, `ValuesError`, `RESTClientError` for what comes
+  are spent; the failure counts are cleared and Helm tries again when the generation,
+  chart version or values change, or on a reset request (`reconcile.fluxcd.io/resetAt`
+  equal to a new `requestedAt`, `status.lastHandledResetAt`); `SourceNotReady`, `ValuesError`, `RESTClientError` for what comes
   before. `status.history` (newest first), `lastAttemptedRevision`,
   `lastAttemptedConfigDigest`, `lastAttemptedReleaseAction`, `helmChart`,
   `storageNamespace`, `inventory`; Helm's release Secret
@@ -117,6 +119,7 @@ SOURCE_GROUP = "source.toolkit.fluxcd.io"
 HELM_GROUP = "helm.toolkit.fluxcd.io"
 KUSTOMIZE_GROUP = "kustomize.toolkit.fluxcd.io"
 REQUESTED_AT = "reconcile.fluxcd.io/requestedAt"
+RESET_AT = "reconcile.fluxcd.io/resetAt"
 STORAGE = "http://source-controller.flux-system.svc.cluster.local."
 KIND_ORDER = (
     "GitRepository",
@@ -1020,11 +1023,21 @@ class HelmReleaseReconcile(Reconcile):
         )
         done = self.owner._done.get(self.key)
         action = "upgrade" if (self.status.get("history") or []) and self._deployed() else "install"
-        if done is not None and done["wanted"] == wanted and done.get("failed"):
+        handled_before = self.status.get("lastHandledResetAt")
+        reset = self._must_reset_failures(revision, digest)
+        if done is not None and done["wanted"] == wanted and done.get("failed") and not reset:
             retry = done.get("retry_at")
             if retry is None or self.owner.flux.loop.time() < retry:
-                return None  # stalled until the spec changes, or waiting to retry
+                # Stalled until the spec changes or a reset, or waiting to retry.
+                changed = self.status.get("lastHandledResetAt") != handled_before
+                return self.status if changed else None
             done = None
+        if reset:
+            done = None
+        elif done is None and self._retries_spent(action):
+            # Stalled: helm-controller reads that from the counts, not from its memory.
+            changed = self.status.get("lastHandledResetAt") != handled_before
+            return self.status if changed else None
         if done is None or done["wanted"] != wanted or done.get("cluster") is not cluster.api:
             failures = self.status.get(
                 "installFailures" if action == "install" else "upgradeFailures", 0
@@ -1033,6 +1046,40 @@ class HelmReleaseReconcile(Reconcile):
                 chart, revision, values, digest, cluster, wanted, action, failures
             )
         return self._waited(chart, revision, done, cluster)
+
+    def _must_reset_failures(self, revision: str, digest: str) -> bool:
+        """helm-controller's MustResetFailures: the failure counts are cleared, so a
+        Stalled release is tried again, when the generation, chart version or values
+        differ from the last attempt, or a reset is requested (`reconcile.fluxcd.io/
+        resetAt` equal to `requestedAt`, both not handled yet: fluxcd/pkg's
+        HandleAnnotationRequest, which records the resetAt it saw either way)."""
+        annotations = self.meta.get("annotations") or {}
+        reset_at = annotations.get(RESET_AT)
+        requested = False
+        if reset_at is not None:
+            handled = self.status.get("lastHandledResetAt")
+            self.status["lastHandledResetAt"] = reset_at
+            requested = (
+                reset_at == annotations.get(REQUESTED_AT)
+                and self.status.get("lastHandledReconcileAt") != reset_at
+                and handled != reset_at
+            )
+        changed = bool(self.status) and (
+            self.status.get("lastAttemptedGeneration") != self.generation
+            or self.status.get("lastAttemptedRevision") != revision
+            or self.status.get("lastAttemptedConfigDigest") != digest
+        )
+        if not (requested or changed):
+            return False
+        for counter in ("failures", "installFailures", "upgradeFailures"):
+            self.status.pop(counter, None)
+        return requested
+
+    def _retries_spent(self, action: str) -> bool:
+        key = "installFailures" if action == "install" else "upgradeFailures"
+        counter = int(self.status.get(key) or 0)
+        retries = int(((self.spec.get(action) or {}).get("remediation") or {}).get("retries") or 0)
+        return counter > 0 and retries >= 0 and counter > retries
 
     def _deployed(self) -> bool:
         return any(entry.get("status") == "deployed" for entry in self.status.get("history") or [])

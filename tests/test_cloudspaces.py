@@ -34,6 +34,7 @@ from tests.support.cloudspaces import (
     EVENTS,
     FLUX_MANIFESTS_TAG,
     FLUX_MANIFESTS_URL,
+    IMAGE_REGISTRY,
     LIST,
     ONE,
     UPDATE,
@@ -201,6 +202,10 @@ async def test_a_cloudspace_goes_through_every_phase_and_is_built_as_designed(
         managers = {m["manager"] for m in statefulset["metadata"]["managedFields"]}
         assert managers == {"helm-controller"}, managers
         assert statefulset["metadata"]["labels"]["chart"] == "vcluster-0.36.1"
+        # Every image from the site's mirror (the chart's defaultImageRegistry).
+        pod = statefulset["spec"]["template"]["spec"]
+        images = [c["image"] for c in pod["containers"] + pod.get("initContainers", [])]
+        assert images and all(i.startswith(f"{IMAGE_REGISTRY}/") for i in images), images
     # The chart's policies with spacedock's numbers: the quota, Flux's seven controllers
     # (600m, 448Mi; limits 7 x 1 cpu / 1Gi) and the control plane (500m, 512Mi).
     quota = host.api.find("resourcequotas", "vc-prod-eu", namespace)
@@ -425,7 +430,9 @@ async def test_the_host_cannot_give_more_than_it_has_beside_other_cloudspaces(
         (["input", "cpu"], "QUOTA_EXCEEDED")
     ]
     message = payload["userErrors"][0]["message"]
-    assert message.startswith("cpu 63.5 (+0.5 for the control plane) is more than this host")
+    assert message.startswith(
+        "cpu 63.5 (+1.1 for the vCluster's control plane and Flux) is more than this host"
+    )
     assert "64" not in message, "the host's size is not told"
     assert "prod-eu" not in message and "default" not in message and "tenant-" not in message
 
@@ -597,6 +604,44 @@ async def test_a_helm_failure_is_failed_with_helms_words_then_retried(
         await watcher.until(created["id"], "READY")
 
 
+async def test_a_stalled_helm_release_is_reset_and_retried_once_the_cause_is_fixed(
+    platform: Platform, tenant: Org, healthy: HostStandIn
+) -> None:
+    host = healthy
+    # Every apply of the vCluster's StatefulSet is refused (a policy webhook, say): Helm
+    # fails its install and remediation retries (3) until the release is Stalled, after
+    # which helm-controller tries no more by itself.
+    host.api.fail_apply(kind="StatefulSet", name="stuck", times=None)
+    async with watching(platform, tenant) as watcher:
+        created = await create(tenant, "stuck", cpu=0.5, memory_mib=512)
+        namespace = f"cs-{key(created['id'])}"
+        failed = await watcher.until(created["id"], "FAILED")
+        assert failed["message"].startswith(
+            f"the vCluster's HelmRelease failed: Helm install failed for release {namespace}/stuck"
+        )
+        assert 'injected fault applying StatefulSet "stuck"' in failed["message"]
+
+        def release() -> dict[str, Any] | None:
+            return host.api.find("helmreleases", "stuck", namespace, "helm.toolkit.fluxcd.io")
+
+        async def reset() -> dict[str, Any] | None:
+            found = release()
+            return found if (found or {}).get("status", {}).get("lastHandledResetAt") else None
+
+        # The Stalled release was reset as `flux reconcile hr --reset` does it.
+        annotations = (await eventually(reset))["metadata"]["annotations"]
+        token = annotations["reconcile.fluxcd.io/resetAt"]
+        assert annotations["reconcile.fluxcd.io/requestedAt"] == token
+        host.api.heal()  # the operator fixed the webhook: the next retry's reset installs it
+        await watcher.until(created["id"], "READY")
+    ready = release()
+    assert ready is not None
+    assert {c["type"] for c in ready["status"]["conditions"]} == {"Ready", "Released"}
+    assert "installFailures" not in ready["status"]
+    # The reset went beside spacedock's apply: the release's spec is still spacedock's.
+    assert ready["spec"]["values"]["controlPlane"]["distro"] == {"k8s": {"enabled": True}}
+
+
 async def test_a_host_without_flux_is_refused_saying_what_to_install(
     platform: Platform, tenant: Org, healthy: HostStandIn
 ) -> None:
@@ -708,3 +753,27 @@ async def test_a_cloudspace_on_the_orgs_own_space_shows_its_host_both_ways(
     ]
     refused = await tenant.admin.mutate(make.DEREGISTER_SPACE, {"input": {"id": space["id"]}})
     assert [e["code"] for e in refused["userErrors"]] == ["PRECONDITION_FAILED"]
+
+
+async def test_the_host_makes_room_for_each_vclusters_control_plane_and_flux(
+    platform: Platform, tenant: Org
+) -> None:
+    # A host of 4 cores of its own. Each vCluster takes 0.5 for its control plane and
+    # 0.6 for Flux's controllers inside it beside its quota: 2.9 is the most that fits.
+    with HostStandIn(nodes=[("4", "16Gi")]) as host:
+        space = await make.register_generic_space(
+            tenant.admin, name="small-host", server=host.url, ca=host.ca_pem, token=host.token
+        )
+
+        async def ask(name: str, cpu: float) -> list[tuple[tuple[str, ...], str]]:
+            payload = await tenant.editor.mutate(
+                CREATE,
+                {"input": {"name": name, "hostSpaceId": space["id"], "cpu": cpu, "memoryMiB": 64}},
+            )
+            return [(tuple(e["field"]), e["code"]) for e in payload["userErrors"]]
+
+        assert await ask("too-big", 3.0) == [(("input", "cpu"), "QUOTA_EXCEEDED")]
+        assert await ask("fits", 2.9) == []
+        # 0.6 cores are left beside the control plane alone, none beside Flux's too: a
+        # second vCluster would take the room the first one's Flux runs in.
+        assert await ask("second", 0.1) == [(("input", "cpu"), "QUOTA_EXCEEDED")]

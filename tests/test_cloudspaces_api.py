@@ -165,11 +165,11 @@ async def test_a_quota_beyond_the_hosts_capacity_is_refused_with_the_orgs_own_nu
     memory = by_field[("input", "memoryMiB")]["message"]
     # The ask, and what this org's own default CloudSpace holds there.
     assert cpu.startswith(
-        "cpu 4 (+0.5 for the control plane) is more than this host can give now "
+        "cpu 4 (+1.1 for the vCluster's control plane and Flux) is more than this host can give now "
         "(your org's other CloudSpaces there (1) hold 2 cores)"
     )
     assert memory.startswith(
-        "memoryMiB 8192 (+512 for the control plane) is more than this host can give now "
+        "memoryMiB 8192 (+960 for the vCluster's control plane and Flux) is more than this host can give now "
         "(your org's other CloudSpaces there (1) hold 4096 MiB)"
     )
     for message in (cpu, memory):

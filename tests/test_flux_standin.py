@@ -33,6 +33,7 @@ from tests.support.kube_clients import (
 LOFT = "https://charts.loft.sh"
 MIRROR = "https://charts.mirror.example"
 FLUX_MANIFESTS = "oci://ghcr.io/fluxcd/flux-manifests"
+MERGE: dict[str, Any] = {"_content_type": "application/merge-patch+json"}
 GROUPS = {
     "GitRepository": ("source.toolkit.fluxcd.io", "v1", "gitrepositories"),
     "OCIRepository": ("source.toolkit.fluxcd.io", "v1", "ocirepositories"),
@@ -935,3 +936,68 @@ async def test_fault_switches_stall_and_fail_a_release_and_requested_at_is_handl
     )
     assert after["metadata"]["generation"] > after["status"]["observedGeneration"]
     assert condition(after)["reason"] == "InstallSucceeded"
+
+
+async def test_a_stalled_release_is_tried_again_only_on_a_reset_request(
+    host: HostStandIn,
+) -> None:
+    """As helm-controller v2 does: RetriesExceeded stalls the release for good, until
+    `reconcile.fluxcd.io/resetAt` equals a new `reconcile.fluxcd.io/requestedAt`
+    (`flux reconcile hr --reset`); a reset without it is recorded and does nothing."""
+    ns, name = "cs-reset", "resetme"
+    group, version, plural = GROUPS["HelmRelease"]
+    release = vcluster_release(ns, name, {})
+    release["spec"]["install"] = {"remediation": {"retries": 2}}
+    host.api.fail_apply(kind="StatefulSet", name=name, times=None)  # e.g. a webhook refusing
+    async with host_client(host) as client:
+        custom = CustomObjectsApi(client)
+
+        async def annotate(annotations: dict[str, str]) -> None:
+            await custom.patch_namespaced_custom_object(
+                group,
+                version,
+                ns,
+                plural,
+                name,
+                {"metadata": {"annotations": annotations}},
+                **MERGE,
+            )
+
+        await namespace(client, ns)
+        await apply(client, loft_repository(ns))
+        await apply(client, release)
+
+        def stalled(obj: dict[str, Any]) -> bool:
+            return condition(obj, "Stalled").get("status") == "True"
+
+        found = await flux_object(host, "HelmRelease", ns, name, stalled)
+        assert condition(found, "Stalled")["reason"] == "RetriesExceeded"
+        assert condition(found, "Stalled")["message"] == "Failed to install after 3 attempt(s)"
+        assert found["status"]["installFailures"] == 3
+        assert condition(found)["message"].endswith(f'injected fault applying StatefulSet "{name}"')
+        host.heal()  # the cause is fixed; the release stays stalled
+
+        # A reset without the matching reconcile request is recorded, and nothing more.
+        await annotate({"reconcile.fluxcd.io/resetAt": "first"})
+        found = await flux_object(
+            host,
+            "HelmRelease",
+            ns,
+            name,
+            lambda o: o["status"].get("lastHandledResetAt") == "first",
+        )
+        assert stalled(found) and found["status"]["installFailures"] == 3
+        assert host.api.find("statefulsets", name, ns, group="apps") is None
+
+        # The pair, as `flux reconcile hr --reset` writes it: the counts are cleared and
+        # Helm installs again.
+        token = "2026-12-06T03:00:00.000000Z"
+        await annotate(
+            {"reconcile.fluxcd.io/resetAt": token, "reconcile.fluxcd.io/requestedAt": token}
+        )
+        ready = await host.flux.until_ready("HelmRelease", ns, name)
+        assert not stalled(ready)
+        assert "installFailures" not in ready["status"]
+        assert ready["status"]["lastHandledResetAt"] == token
+        assert ready["status"]["lastHandledReconcileAt"] == token
+        assert host.api.find("statefulsets", name, ns, group="apps") is not None

@@ -5,7 +5,10 @@ nothing more, hands back the probes it could not finish within its grace period 
 other replica probes those spaces at once, not when their claim would have lapsed an
 interval later), closes every WebSocket with 1012 so clients reconnect to the other
 replica, where they resume with `after:` and miss nothing and get nothing twice, and
-exits within SPACEDOCK_SHUTDOWN_GRACE_S. Postgres only: SQLite serves one process.
+exits within SPACEDOCK_SHUTDOWN_GRACE_S. A CloudSpace it was provisioning goes on on the
+other replica at once: the step in flight finishes and is persisted, the lease is handed
+back rather than waited out, and no step is done twice. Postgres only: SQLite serves one
+process.
 """
 
 from __future__ import annotations
@@ -25,8 +28,12 @@ import pytest
 import websockets
 from websockets.typing import Subprotocol
 
+from db.engine import Database
+from db.tables import CloudSpace
+from sim.host_standin import HostStandIn
 from sim.kube_standin import KubeStandIn
 from tests.conftest import POSTGRES_URL
+from tests.support.cloudspaces import CREATE, ONE, Platform, eventually, key, serve_platform
 from tests.support.factories import register_on_standin, set_space_status
 from tests.support.graphql import GraphQL
 from tests.support.server import Backend, Server, mint_token
@@ -234,3 +241,116 @@ async def test_a_replica_told_to_stop_hands_its_probes_and_subscribers_over(
         assert f"handed back {in_flight[leaving.url]:g} unfinished probes" in log
     finally:
         staying.stop()
+
+
+# Far longer than the test waits: a CloudSpace whose lease were waited out, not handed
+# back, would not be READY within READY_S.
+RECONCILE_LEASE_S = 300.0
+READY_S = 90.0
+CLOUD_SPACE_GRACE_S = 10.0  # the step in flight gets 6 s of it to finish and persist
+HELM_RELEASES = "helmreleases.helm.toolkit.fluxcd.io"
+
+
+def steps_done(server: Server, step: str) -> float:
+    """How many times `server` did `step` (its reconcile-step histogram's count)."""
+    try:
+        return server.metric(
+            "spacedock_reconcile_step_duration_seconds_count", step=step, outcome="done"
+        )
+    except KeyError:  # never observed
+        return 0.0
+
+
+@pytest.fixture
+def platform(database: Backend, tmp_path: Path) -> Iterator[tuple[HostStandIn, Platform]]:
+    """A server that provisions CloudSpaces on the host stand-in, with a 300 s lease."""
+    env = {
+        "SPACEDOCK_RECONCILE_LEASE_S": f"{RECONCILE_LEASE_S:g}",
+        "SPACEDOCK_SHUTDOWN_GRACE_S": f"{CLOUD_SPACE_GRACE_S:g}",
+    }
+    with HostStandIn(nodes=[("16", "64Gi")]) as host:
+        for platform in serve_platform(database, host, tmp_path / "first.log", env):
+            yield host, platform
+
+
+async def test_a_replica_told_to_stop_mid_provisioning_hands_its_cloudspace_over(
+    database: Backend, platform: tuple[HostStandIn, Platform], tmp_path: Path
+) -> None:
+    host, serving = platform
+    first = serving.server
+    second = Server(backend=database, log_path=tmp_path / "second.log", env=dict(first.env))
+    rows = Database(database.url)
+    try:
+        second.start()
+        name = "handed"
+        # The vCluster's HelmRelease is applied by a slow API server: its step is in
+        # flight, after the namespace's, when the replica holding it is told to stop.
+        host.api.hold_applies(kind="HelmRelease", name=name)
+        payload = await serving.admin.mutate(
+            CREATE,
+            {
+                "input": {
+                    "name": name,
+                    "hostSpaceId": serving.host_id,
+                    "cpu": 1,
+                    "memoryMiB": 1024,
+                }
+            },
+        )
+        assert payload["userErrors"] == [], payload["userErrors"]
+        cloud_space_id = payload["cloudSpace"]["id"]
+
+        async def held() -> bool:
+            return host.api.applies_waiting(name) == 1
+
+        await eventually(held, WAIT_S)
+        async with rows.transaction(read_only=True) as session:
+            row = await session.get(CloudSpace, cloud_space_id)
+            assert row is not None and row.claimed_by is not None
+            owner, step = row.claimed_by, row.step
+        assert step == "vcluster-release"
+        by_pid = {server.process.pid: server for server in (first, second) if server.process}
+        leaving = by_pid[int(owner.split(":")[1])]
+        staying = second if leaving is first else first
+        on_staying = GraphQL(staying.url, staying.ws_url, serving.admin.token)
+        assert leaving.process is not None
+        leaving.process.send_signal(signal.SIGTERM)
+
+        async def draining() -> bool:
+            status, body = await asyncio.to_thread(readiness, leaving)
+            return status == 0 or (status == 503 and body == {"status": "draining"})
+
+        await until(draining, "/readyz never said draining")
+        host.api.release_applies()  # the step in flight finishes within the grace
+        exit_code = await asyncio.to_thread(leaving.process.wait, CLOUD_SPACE_GRACE_S + 10)
+        assert exit_code in (0, -signal.SIGTERM), leaving.log()[-2000:]
+        assert "handed back 1 CloudSpace leases" in leaving.log()
+
+        # The leaving replica persisted the step it had in flight and holds nothing:
+        # the CloudSpace is past that step and free, or already the staying one's.
+        async with rows.transaction(read_only=True) as session:
+            row = await session.get(CloudSpace, cloud_space_id)
+            assert row is not None
+            assert row.step != "vcluster-release", leaving.log()[-3000:]
+            assert row.claimed_by != owner, leaving.log()[-3000:]
+
+        async def ready() -> bool:
+            found = (await on_staying.data(ONE, {"id": cloud_space_id}))["cloudSpace"]
+            assert found["phase"] != "FAILED", found["message"]
+            return bool(found["phase"] == "READY")
+
+        await eventually(ready, READY_S)  # well within the 300 s lease
+        # The staying replica took over from the next step and redid none before it.
+        assert steps_done(staying, "vcluster-release") == 0
+        assert steps_done(staying, "host-namespace") == 0
+        assert steps_done(staying, "vcluster-ready") == 1
+        namespace = f"cs-{key(cloud_space_id)}"
+        assert host.api.count(verb="apply", resource="namespaces", name=namespace) == 1
+        assert host.api.count(verb="apply", resource=HELM_RELEASES, name=name) == 1
+        assert host.api.created_twice() == []
+        # One Helm install; a release applied again unchanged would be no upgrade anyway.
+        assert host.api.find("secrets", f"sh.helm.release.v1.{name}.v2", namespace) is None
+    finally:
+        host.api.release_applies()
+        await rows.dispose()
+        second.stop()

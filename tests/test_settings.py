@@ -75,6 +75,10 @@ REFUSED = {
     "an https:// URL template",
     "SPACEDOCK_VCLUSTER_URL_TEMPLATE=https://{pod}": "SPACEDOCK_VCLUSTER_URL_TEMPLATE may only "
     "use {name}, {namespace} and {id}",
+    "SPACEDOCK_VCLUSTER_IMAGE_REGISTRY=https://registry.example": "SPACEDOCK_VCLUSTER_IMAGE_"
+    "REGISTRY must be a registry host with an optional port and path, no scheme",
+    "SPACEDOCK_VCLUSTER_IMAGE_REGISTRY=registry.example/Loft": "SPACEDOCK_VCLUSTER_IMAGE_"
+    "REGISTRY must be a registry host with an optional port and path",
     "SPACEDOCK_ADMISSION_URL=http://spacedock.example": "SPACEDOCK_ADMISSION_URL must be a "
     "https:// URL, got 'http://spacedock.example'",
     "SPACEDOCK_ADMISSION_URL=https://spacedock.example/?x=1": "SPACEDOCK_ADMISSION_URL must have "
@@ -113,8 +117,11 @@ def test_the_chart_and_flux_manifests_come_from_their_settings(env: pytest.Monke
     env.setenv("SPACEDOCK_VCLUSTER_CHART_URL", "oci://registry.example/charts/")
     env.setenv("SPACEDOCK_FLUX_MANIFESTS_URL", "oci://registry.example/fluxcd/flux-manifests")
     env.setenv("SPACEDOCK_FLUX_MANIFESTS_TAG", "v2.9.4")
+    env.setenv("SPACEDOCK_VCLUSTER_IMAGE_REGISTRY", "registry.example:5000/vcluster/")
     mirrored = Settings.from_env().cloudspaces
     assert mirrored.vcluster_chart_url == "oci://registry.example/charts"
+    assert mirrored.vcluster_image_registry == "registry.example:5000/vcluster"
+    assert defaults.vcluster_image_registry is None  # the chart's own registries
     assert mirrored.flux_manifests_url == "oci://registry.example/fluxcd/flux-manifests"
 
 

@@ -98,3 +98,29 @@ def test_the_exported_kubeconfig_names_the_address_tenants_use() -> None:
     exposed = chart.release_values(CloudSpaceSettings(), TARGET, None)
     assert exposed["controlPlane"]["service"]["spec"]["type"] == "LoadBalancer"
     assert "exportKubeConfig" not in exposed
+
+
+def images(values: dict[str, Any]) -> list[str]:
+    """The images of the control plane the chart renders for these values (as the stand-in
+    renders 0.36.1's statefulset.yaml)."""
+    merged = vcluster_chart.coalesce(vcluster_chart.default_values(), values)
+    (statefulset,) = [
+        o for o in vcluster_chart.render(merged, TARGET.name, "ns") if o["kind"] == "StatefulSet"
+    ]
+    pod = statefulset["spec"]["template"]["spec"]
+    return [c["image"] for c in pod["containers"] + pod.get("initContainers", [])]
+
+
+def test_an_air_gapped_site_pulls_the_vclusters_images_from_its_mirror() -> None:
+    mirror = "registry.example:5000/vcluster"
+    settings = CloudSpaceSettings(vcluster_image_registry=mirror)
+    values = chart.release_values(settings, TARGET, None)
+    # Through the chart's own key, so the schema accepts it and every image follows it.
+    assert values["controlPlane"]["advanced"] == {"defaultImageRegistry": mirror}
+    assert problems(values) == []
+    found = images(values)
+    assert len(found) == 2 and all(i.startswith(f"{mirror}/") for i in found), found
+    # Unset, the chart's own registries, and no key of ours.
+    plain = chart.release_values(CloudSpaceSettings(), TARGET, None)
+    assert "advanced" not in plain["controlPlane"]
+    assert not any(i.startswith(f"{mirror}/") for i in images(plain))

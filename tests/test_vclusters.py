@@ -172,10 +172,17 @@ def test_flux_objects_conditions_read_as_flux_writes_them() -> None:
     assert progressing.message == "Ready Progressing"
     failed = chart.condition_of(release(1, 1, ("Ready", "False", "InstallFailed")))
     assert failed.failed and failed.message == "Ready InstallFailed"
+    assert not failed.stalled  # helm-controller retries it by itself
     stalled = chart.condition_of(
         release(1, 1, ("Ready", "False", "RetriesExceeded"), ("Stalled", "True", "RetriesExceeded"))
     )
-    assert stalled.failed
+    assert stalled.failed and stalled.stalled  # it does not: spacedock resets it
+    # The reset, as `flux reconcile hr --reset` writes it: one token in both annotations.
+    at = datetime(2026, 12, 6, 3, 0, 1, 250000, tzinfo=UTC)
+    assert chart.reset_request(at) == {
+        "reconcile.fluxcd.io/resetAt": "2026-12-06T03:00:01.250000Z",
+        "reconcile.fluxcd.io/requestedAt": "2026-12-06T03:00:01.250000Z",
+    }
     # A source not ready yet is waited on: Flux retries it.
     assert not chart.condition_of(release(1, 1, ("Ready", "False", "SourceNotReady"))).failed
     # A Kustomization's failures are its own.

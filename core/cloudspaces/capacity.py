@@ -1,5 +1,7 @@
 """What a host space can give CloudSpaces: its allocatable, asked live, against what every
-CloudSpace on it (of any org) has been promised, with the control-plane allowance."""
+CloudSpace on it (of any org) has been promised, with each vCluster's overhead: its control
+plane and the requests of Flux's controllers inside it (600m, 448Mi), whose pods run on
+the host too, so a host is not oversold."""
 
 from __future__ import annotations
 
@@ -63,8 +65,8 @@ async def check_capacity(
     capacity: Capacity,
     org_id: str,
 ) -> None:
-    """QUOTA_EXCEEDED when the host cannot give `cpu`/`memory_mib` (plus a control plane)
-    beside what every other CloudSpace on it was promised.
+    """QUOTA_EXCEEDED when the host cannot give `cpu`/`memory_mib` (plus a vCluster's
+    overhead) beside what every other CloudSpace on it was promised, with theirs.
 
     The refusal names the ask and what `org_id`'s own other CloudSpaces there hold, never
     the host's size or what is free: that figure moves with other orgs' CloudSpaces and
@@ -73,16 +75,16 @@ async def check_capacity(
     promised_cpu, promised_memory, others = await cloudspace_rows.promised_on_host(
         unit.session, host_space_id, except_id
     )
-    left_cpu = capacity.cpu - promised_cpu - others * settings.control_plane_cpu
-    left_memory = capacity.memory_mib - promised_memory - others * settings.control_plane_memory_mib
-    short_cpu = cpu + settings.control_plane_cpu > left_cpu + 1e-9
-    short_memory = memory_mib + settings.control_plane_memory_mib > left_memory + 1e-9
+    plane_cpu, plane_memory = settings.vcluster_overhead_cpu, settings.vcluster_overhead_memory_mib
+    left_cpu = capacity.cpu - promised_cpu - others * plane_cpu
+    left_memory = capacity.memory_mib - promised_memory - others * plane_memory
+    short_cpu = cpu + plane_cpu > left_cpu + 1e-9
+    short_memory = memory_mib + plane_memory > left_memory + 1e-9
     if not (short_cpu or short_memory):
         return
     own_cpu, own_memory, own = await cloudspace_rows.promised_on_host(
         unit.session, host_space_id, except_id, org_id
     )
-    plane_cpu, plane_memory = settings.control_plane_cpu, settings.control_plane_memory_mib
     refusals = [
         (
             "cpu",
@@ -107,7 +109,7 @@ async def check_capacity(
         )
         problems.add(
             [field],
-            f"{asked} for the control plane) is more than this host can give now ({yours}); "
-            "ask for less or free some of yours. What other orgs hold there is not shown.",
+            f"{asked} for the vCluster's control plane and Flux) is more than this host can "
+            f"give now ({yours}); ask for less or free some of yours. What other orgs hold there is not shown.",
             "QUOTA_EXCEEDED",
         )

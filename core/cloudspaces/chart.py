@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,8 +23,6 @@ from core.cloudspaces.settings import (
     DEFAULT_REQUEST,
     FLUX_LIMITS_CPU,
     FLUX_LIMITS_MEMORY_MIB,
-    FLUX_REQUESTS_CPU,
-    FLUX_REQUESTS_MEMORY_MIB,
     LIMIT_RATIO,
     CloudSpaceSettings,
     admin_secret_name,
@@ -69,10 +68,8 @@ def release_values(
     control_memory = memory_text(settings.control_plane_memory_mib)
     # The host quota holds the tenant's quota, Flux's controllers inside the vCluster and
     # the control plane: requests exactly, limits at the LimitRange's ratio for the tenant.
-    requests_cpu = target.cpu + FLUX_REQUESTS_CPU + settings.control_plane_cpu
-    requests_memory = (
-        target.memory_mib + FLUX_REQUESTS_MEMORY_MIB + settings.control_plane_memory_mib
-    )
+    requests_cpu = target.cpu + settings.vcluster_overhead_cpu
+    requests_memory = target.memory_mib + settings.vcluster_overhead_memory_mib
     limits_cpu = LIMIT_RATIO * target.cpu + FLUX_LIMITS_CPU + settings.control_plane_cpu
     limits_memory = (
         LIMIT_RATIO * target.memory_mib + FLUX_LIMITS_MEMORY_MIB + settings.control_plane_memory_mib
@@ -112,6 +109,11 @@ def release_values(
         },
         "telemetry": {"enabled": False},
     }
+    if settings.vcluster_image_registry is not None:
+        # The chart's own switch: every image it deploys is pulled from this prefix.
+        values["controlPlane"]["advanced"] = {
+            "defaultImageRegistry": settings.vcluster_image_registry
+        }
     if address is not None:
         values["controlPlane"]["proxy"] = {"extraSANs": [host_of(address)]}
         # The syncer writes vc-<name> with this server; spacedock and the host's Flux read it.
@@ -219,6 +221,21 @@ class Condition:
     ready: bool
     failed: bool
     message: str | None
+    # Stalled: helm-controller spent the remediation retries and tries no more by itself.
+    stalled: bool = False
+
+
+# helm-controller (v2 API) clears a HelmRelease's failure counts, so that a Stalled release
+# (RetriesExceeded) is tried again, when `reconcile.fluxcd.io/resetAt` equals
+# `reconcile.fluxcd.io/requestedAt` and both are new (`flux reconcile hr --reset`).
+RESET_AT = "reconcile.fluxcd.io/resetAt"
+REQUESTED_AT = "reconcile.fluxcd.io/requestedAt"
+
+
+def reset_request(at: datetime) -> dict[str, str]:
+    """The annotations that reset a Stalled HelmRelease, with a token of this moment."""
+    token = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return {RESET_AT: token, REQUESTED_AT: token}
 
 
 # Ready=False reasons that are failures, not steps on the way (Flux retries them on its
@@ -248,7 +265,7 @@ def condition_of(
         return Condition(True, False, message)
     stalled = (conditions.get("Stalled") or {}).get("status") == "True"
     if ready.get("status") == "False" and (stalled or ready.get("reason") in failures):
-        return Condition(False, True, message)
+        return Condition(False, True, message, stalled)
     return Condition(False, False, message)
 
 

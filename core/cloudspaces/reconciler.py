@@ -180,9 +180,12 @@ class Reconciler:
         await self.loop.stop(grace_s)
         try:
             async with self.services.unit() as unit:
-                await cloudspace_rows.release_all(unit.session, self.owner, unit.now)
+                released = await cloudspace_rows.release_all(unit.session, self.owner, unit.now)
         except Exception as error:  # shutting down: the leases run out by themselves
             log.warning("CloudSpace leases not handed back: %s", describe(error))
+            return
+        if released:
+            log.info("handed back %d CloudSpace leases", released)
 
     # -- claiming ---------------------------------------------------------------
     async def _claim_step(self) -> None:

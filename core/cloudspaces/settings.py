@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "spacedock"}
@@ -91,6 +92,9 @@ class CloudSpaceSettings:
     vcluster_chart_version: str = DEFAULT_CHART_VERSION
     flux_manifests_url: str = DEFAULT_FLUX_MANIFESTS_URL
     flux_manifests_tag: str = DEFAULT_FLUX_MANIFESTS_TAG
+    # A registry mirror (`registry.example:5000/vcluster`) the vCluster's images come from
+    # (the chart's controlPlane.advanced.defaultImageRegistry); None: the chart's registries.
+    vcluster_image_registry: str | None = None
     reconcile_interval_s: float = 30.0
     # How long a reconciler holds a CloudSpace between renewals (core.cloudspaces.reconciler).
     reconcile_lease_s: float = 30.0
@@ -100,6 +104,34 @@ class CloudSpaceSettings:
     # the address no webhook is registered and the headroom quotas alone apply.
     admission_url: str | None = None
     admission_ca_pem: str | None = None
+
+    # What each vCluster needs on the host beyond its tenant's quota: its control plane and
+    # Flux's controllers inside it (their pods run in the host namespace). The host quota
+    # (core.cloudspaces.chart) and the host's capacity (core.cloudspaces.capacity) count it.
+    @property
+    def vcluster_overhead_cpu(self) -> float:
+        return self.control_plane_cpu + FLUX_REQUESTS_CPU
+
+    @property
+    def vcluster_overhead_memory_mib(self) -> int:
+        return self.control_plane_memory_mib + FLUX_REQUESTS_MEMORY_MIB
+
+
+# How an image reference starts: a registry host[:port], then lowercase path components.
+IMAGE_REGISTRY = re.compile(
+    r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
+)
+
+
+def image_registry(text: str) -> str:
+    """A registry (and path) the chart can put before its images; ValueError saying why not."""
+    found = text.rstrip("/")
+    if not IMAGE_REGISTRY.fullmatch(found):
+        raise ValueError(
+            "must be a registry host with an optional port and path, no scheme "
+            f"(e.g. registry.example:5000/vcluster), got {text!r}"
+        )
+    return found
 
 
 def key_of(cloud_space_id: str) -> str:

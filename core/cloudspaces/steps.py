@@ -19,7 +19,7 @@ from core.cloudspaces import settings as cloudspace_settings
 from core.cloudspaces import vclusters as vc
 from core.cloudspaces.host_access import AdminReach, address, admin_reach, connect, target_of
 from core.common.errors import Problems
-from core.common.services import Services, Unit
+from core.common.services import Services, Unit, utcnow
 from db import cloudspaces as cloudspace_rows
 from db.tables import CloudSpace
 from providers import host as host_api
@@ -139,6 +139,11 @@ class Steps:
                 host_api.path_of(chart.HELM_API, "HelmRelease", target.namespace, target.name)
             )
             state = chart.condition_of(release)
+            if state.stalled:  # tried again at this step's retry, once the cause is fixed
+                path = host_api.path_of(
+                    chart.HELM_API, "HelmRelease", target.namespace, target.name
+                )
+                await kube.annotate(path, chart.reset_request(utcnow()))
             if state.failed:
                 return Failed(f"the vCluster's HelmRelease failed: {state.message}")
             if not state.ready:

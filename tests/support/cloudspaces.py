@@ -28,6 +28,7 @@ T = TypeVar("T")
 CHART_URL = "https://charts.mirror.example/loft"
 FLUX_MANIFESTS_URL = "oci://registry.mirror.example/fluxcd/flux-manifests"
 FLUX_MANIFESTS_TAG = "v2.9.4"
+IMAGE_REGISTRY = "registry.mirror.example:5000/loft"
 
 CLOUD_SPACE = """
   id name phase message isDefault createdAt
@@ -132,6 +133,7 @@ CHART_ENV = {
     "SPACEDOCK_VCLUSTER_CHART_URL": CHART_URL,
     "SPACEDOCK_FLUX_MANIFESTS_URL": FLUX_MANIFESTS_URL,
     "SPACEDOCK_FLUX_MANIFESTS_TAG": FLUX_MANIFESTS_TAG,
+    "SPACEDOCK_VCLUSTER_IMAGE_REGISTRY": IMAGE_REGISTRY,
 }
 
 
