@@ -17,7 +17,8 @@ from alembic.migration import MigrationContext
 from sqlmodel import SQLModel, col
 
 import db.admission_tables  # strict quota's tables, kept apart for length
-import db.tables  # noqa: F401  (registers the tables)
+import db.tables
+import db.vcluster_tables  # noqa: F401  (a CloudSpace's vClusters)
 from db.engine import Database, alembic_config
 from db.tables import Org, Space
 from tests.conftest import POSTGRES_URL
