@@ -21,6 +21,9 @@ class Change:
     phase: str
     message: str | None
     removed: bool = False
+    # The phases it went through on the way to `phase` in this one run: each gets its
+    # event, as the CloudSpace's own phases do.
+    passed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -117,6 +117,7 @@ class Steps(VClusterWork):
         step, phase, message = vcluster.step, vcluster.phase, vcluster.message
         outcome: Outcome = Done()
         removed = False
+        passed: list[str] = []
         while step in REMOVAL_STEPS or rules.ORDER[step] <= rules.ORDER[upto]:
             outcome = await WORK[step](self, row, target, host)
             if isinstance(outcome, Failed):
@@ -141,7 +142,8 @@ class Steps(VClusterWork):
             else:
                 step = rules.next_step(step) or step
                 # READY is shown once its first refresh has placed every quota.
-                if step != rules.Step.REFRESH:
+                if step != rules.Step.REFRESH and rules.PHASE_OF[step] != phase:
+                    passed.append(phase)
                     phase = rules.PHASE_OF[step]
         change = Change(
             id=vcluster.id,
@@ -152,6 +154,7 @@ class Steps(VClusterWork):
             phase=phase,
             message=message,
             removed=removed,
+            passed=tuple(passed[1:]),  # the first is the phase it had
         )
         return change, outcome
 
@@ -250,9 +253,15 @@ async def persist(unit: Unit, row: CloudSpace, outcome: Outcome) -> None:
             phase=change.phase,
             message=change.message,
         )
-        if written and now != change.previous:
+        if not written:
+            continue
+        previous = change.previous[0]
+        for phase in change.passed:
+            await rules.record_phase(unit, row, previous, phase, None, vcluster_id=change.id)
+            previous = phase
+        if now != change.previous:
             await rules.record_phase(
-                unit, row, change.previous[0], change.phase, change.message, vcluster_id=change.id
+                unit, row, previous, change.phase, change.message, vcluster_id=change.id
             )
 
 
