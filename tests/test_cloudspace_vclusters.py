@@ -53,6 +53,7 @@ VCLUSTERS = f"""
 query($id: ID!) {{
   cloudSpace(id: $id) {{ id phase message vclusters {{ {VCLUSTER} }} }}
 }}"""
+AUDIT = "{ auditEvents(first: 100) { nodes { action outcome targetIds } } }"
 NODE = "query($id: ID!) { node(id: $id) { id ... on VCluster { name phase } } }"
 EVENTS = """
 subscription($id: ID) {
@@ -271,7 +272,15 @@ async def test_a_second_vcluster_comes_up_shares_the_quota_and_goes_alone(
     viewer = await tenant.viewer.mutate(
         ADD, {"input": {"cloudSpaceId": cloud_space["id"], "name": "viewers"}}
     )
-    assert viewer["userErrors"][0]["code"] == "FORBIDDEN"
+    assert [(e["code"], "cloudspace:create" in e["message"]) for e in viewer["userErrors"]] == [
+        ("FORBIDDEN", True)
+    ]
+    viewer = await tenant.viewer.mutate(
+        REMOVE, {"input": {"id": second["id"], "confirmName": "second"}}
+    )
+    assert [(e["code"], "cloudspace:delete" in e["message"]) for e in viewer["userErrors"]] == [
+        ("FORBIDDEN", True)
+    ]
     stranger = await platform.tenant("stranger")
     assert (await stranger.viewer.data(NODE, {"id": second["id"]}))["node"] is None
     foreign = await stranger.admin.mutate(
@@ -333,6 +342,19 @@ async def test_a_second_vcluster_comes_up_shares_the_quota_and_goes_alone(
     last = await tenant.admin.mutate(REMOVE, {"input": {"id": first["id"], "confirmName": "multi"}})
     assert [(e["field"], e["code"]) for e in last["userErrors"]] == [
         (["input", "id"], "PRECONDITION_FAILED")
+    ]
+    # Each call is in the org's audit log, allowed or refused, with what it named.
+    audited = await tenant.admin.data(AUDIT)
+    calls = [
+        (e["action"], e["outcome"], e["targetIds"])
+        for e in audited["auditEvents"]["nodes"]
+        if e["action"] in ("addVCluster", "removeVCluster")
+    ]
+    assert calls[0] == ("addVCluster", "OK", [cloud_space["id"], second["id"]])
+    assert ("removeVCluster", "FORBIDDEN", [second["id"]]) in calls
+    assert calls[-2:] == [
+        ("removeVCluster", "OK", [second["id"]]),
+        ("removeVCluster", "PRECONDITION_FAILED", [first["id"]]),
     ]
 
     # -- deleting the CloudSpace removes every vCluster's release -----------------------------
