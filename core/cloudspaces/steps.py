@@ -8,8 +8,8 @@ runs again (a crash, a lost lease) creates nothing twice.
 A CloudSpace's own steps (capacity, host namespace; deletion) are its; from its vCluster's
 release to READY's refresh, each step takes every vCluster of the CloudSpace through its
 own steps (core.cloudspaces.vcluster_steps) up to the CloudSpace's step, and is done once
-all are past it. So the CloudSpace moves through PROVISIONING and INSTALLING_FLUX as its
-least advanced vCluster does; once READY it stays READY while a vCluster added later
+all are past it. So the CloudSpace is never ahead of its least advanced vCluster on its
+way to READY; once READY it stays READY while a vCluster added later
 comes up (its message names what that one waits for) or one removed goes; any vCluster
 failing makes it FAILED, the message naming the vCluster, retried with backoff.
 """

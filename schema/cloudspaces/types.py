@@ -132,9 +132,9 @@ class CloudSpace(Node):
     name: str = strawberry.field(description="A DNS-1123 label, unique in the org.")
     phase: CloudSpacePhase = strawberry.field(
         description=(
-            "Where it stands in its lifecycle: through PROVISIONING and INSTALLING_FLUX as its "
-            "least advanced vCluster, READY once all are (and while one added later comes "
-            "up), FAILED when it or any vCluster failed."
+            "Where it stands in its lifecycle: through PROVISIONING and INSTALLING_FLUX step "
+            "by step, each step done once every vCluster is past it; READY once all are (and "
+            "while one added later comes up); FAILED when it or any vCluster failed."
         )
     )
     message: str | None = strawberry.field(
