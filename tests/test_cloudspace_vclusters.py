@@ -155,6 +155,13 @@ async def create_pod(kubeconfig: str, name: str, cpu: str) -> None:
         await core.create_namespaced_pod("default", pod(name, cpu))
 
 
+async def usage_is(org: Org, cloud_space_id: str, cpu: float) -> bool:
+    data = await org.viewer.data(
+        "query($id: ID!) { cloudSpace(id: $id) { usage { cpu } } }", {"id": cloud_space_id}
+    )
+    return bool(data["cloudSpace"]["usage"]["cpu"] == cpu)
+
+
 def release(host: HostStandIn, namespace: str, name: str) -> Any:
     return host.api.find("helmreleases", name, namespace, group=FLUX_HELM)
 
@@ -307,6 +314,7 @@ async def test_a_second_vcluster_comes_up_shares_the_quota_and_goes_alone(
 
     # -- removeVCluster: its release and objects go, then its row; its pods free the quota --
     await create_pod(configs[1][2], "small-two", "1")
+    await eventually(lambda: usage_is(tenant, cloud_space["id"], 3.5))  # both vClusters' pods
     async with watching(platform, tenant, cloud_space["id"]) as events:
         removed = await tenant.admin.mutate(
             REMOVE, {"input": {"id": second["id"], "confirmName": "second"}}
@@ -337,7 +345,10 @@ async def test_a_second_vcluster_comes_up_shares_the_quota_and_goes_alone(
     )
     assert release(host, namespace, "multi") is not None
     assert (await tenant.viewer.data(NODE, {"id": second["id"]}))["node"] is None
-    # The removed vCluster's 1 CPU no longer counts: 1.5 CPU fits beside the first's 2.5.
+
+    # The removed vCluster's 1 CPU no longer counts: once the usage shows it (the refresh
+    # that saw it also resized the headroom quotas), 1.5 CPU fits beside the first's 2.5.
+    await eventually(lambda: usage_is(tenant, cloud_space["id"], 2.5))
     await create_pod(configs[0][2], "fits", "1500m")
     last = await tenant.admin.mutate(REMOVE, {"input": {"id": first["id"], "confirmName": "multi"}})
     assert [(e["field"], e["code"]) for e in last["userErrors"]] == [
