@@ -19,9 +19,11 @@ def ready(cloud_space: CloudSpace, vcluster: VCluster) -> bool:
     return vcluster_rules.up(cloud_space, vcluster)
 
 
-async def of_cloud_space(context: Context, cloud_space_id: str) -> list[VCluster]:
+async def of_cloud_space(context: Context, cloud_space: CloudSpace) -> list[VCluster]:
     context.caller.require_to_read("cloudspace:view")
-    return await context.loaders.vclusters_of_cloud_space.load(cloud_space_id)
+    # Each vCluster's `ready` reads its CloudSpace: this one, already at hand.
+    context.loaders.cloud_space.prime(cloud_space.id, cloud_space)
+    return await context.loaders.vclusters_of_cloud_space.load(cloud_space.id)
 
 
 async def cloud_space_of(context: Context, vcluster: VCluster) -> CloudSpace | None:

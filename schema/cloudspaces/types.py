@@ -187,7 +187,7 @@ class CloudSpace(Node):
     )
     async def vclusters(self, info: GraphInfo) -> list[VCluster]:
         with_kubeconfig = "kubeconfig" in selected(info._raw_info, [()], "VCluster")
-        rows = await vcluster_reads.of_cloud_space(info.context, self.row.id)
+        rows = await vcluster_reads.of_cloud_space(info.context, self.row)
         return [VCluster.from_row(row, with_kubeconfig) for row in rows]
 
     @strawberry.field(
