@@ -1,4 +1,5 @@
-"""GET /api/v1/cloudspaces/{id}/vclusters/{name}/kubeconfig: a tenant kubeconfig as YAML,
+"""GET /api/v1/cloudspaces/{id}/vclusters/{name}/kubeconfig: a tenant kubeconfig of the
+CloudSpace's vCluster `name` (its first is named like the CloudSpace) as YAML,
 and GET …/credential: an ExecCredential for `spacedock kubeconfig-token`.
 
 The kubeconfig comes as a file to keep (`Content-Disposition: attachment`, named like its
@@ -28,7 +29,7 @@ from core.cloudspaces.host_access import MintedKubeconfig
 from core.cloudspaces.kubeconfigs import ExecPlugin, exec_credential, kubeconfig_names
 from core.common.errors import ApiError
 from core.common.services import Services
-from resolvers.cloudspaces import fields as cloudspaces
+from resolvers.cloudspaces import vclusters as vcluster_reads
 from resolvers.common.context import Context
 from schema.common.scalars import datetime_text
 
@@ -71,7 +72,7 @@ async def _minted(
 ) -> MintedKubeconfig | Response:
     """The kubeconfig for the route's CloudSpace and vCluster, or the refusal to answer."""
     try:
-        minted = await cloudspaces.kubeconfig_download(
+        minted = await vcluster_reads.kubeconfig_download(
             context, request.path_params["id"], request.path_params["name"], plugin
         )
     except ApiError as refused:

@@ -73,12 +73,17 @@ async def standing(
     )
 
 
-async def observed(session: AsyncSession, cloud_space_id: str) -> tuple[int, int]:
-    """(millicores, bytes) every vCluster's pods were last seen to request."""
+async def observed(
+    session: AsyncSession, cloud_space_id: str, except_vcluster: str | None = None
+) -> tuple[int, int]:
+    """(millicores, bytes) every vCluster's pods (but `except_vcluster`'s) were last seen
+    to request."""
     query = sa.select(
         sa.func.coalesce(sa.func.sum(AdmissionKey.observed_cpu_m), 0),
         sa.func.coalesce(sa.func.sum(AdmissionKey.observed_memory_bytes), 0),
     ).where(col(AdmissionKey.cloud_space_id) == cloud_space_id)
+    if except_vcluster is not None:
+        query = query.where(col(AdmissionKey.vcluster) != except_vcluster)
     cpu, memory = (await session.execute(query)).one()
     return int(cpu), int(memory)
 
@@ -191,3 +196,14 @@ async def shape(
 async def keep_shape(session: AsyncSession, kept: WorkloadShape) -> None:
     await session.merge(kept)
     await session.flush()
+
+
+async def forget_vcluster(session: AsyncSession, cloud_space_id: str, vcluster: str) -> None:
+    """A removed vCluster's key, observed usage, reservations and shapes: its pods no
+    longer count against the CloudSpace's quota, and its webhook URL no longer answers."""
+    for model in (AdmissionKey, QuotaReservation, WorkloadShape):
+        await session.execute(
+            sa.delete(model).where(
+                col(model.cloud_space_id) == cloud_space_id, col(model.vcluster) == vcluster
+            )
+        )

@@ -295,6 +295,8 @@ class CloudSpaceEvent(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     cloud_space_id: str
+    # Set when the change is one vCluster's (db.vcluster_tables); kept after it is removed.
+    vcluster_id: str | None = None
     org_id: str = Field(index=True)
     previous: str | None = None
     phase: str

@@ -26,7 +26,7 @@ from schema.cloud_accounts.types import CloudAccount
 from schema.cloudspaces.mutation import CloudSpacesMutation
 from schema.cloudspaces.query import CloudSpacesQuery
 from schema.cloudspaces.subscription import CloudSpacesSubscription
-from schema.cloudspaces.types import CloudSpace
+from schema.cloudspaces.types import CloudSpace, VCluster
 from schema.common.info import GraphInfo
 from schema.common.relay import Node
 from schema.engine.arguments import ObjectId
@@ -42,6 +42,7 @@ NODE_TYPES: dict[str, type] = {
     "Space": Space,
     "Environment": Environment,
     "CloudSpace": CloudSpace,
+    "VCluster": VCluster,
     "SpaceStatusEvent": SpaceStatusEvent,
     "ProbeEvent": ProbeEvent,
     "ApiToken": ApiToken,

@@ -5,8 +5,8 @@ in kubernetes-asyncio and in the real kubectl. Concurrent creations never take a
 over its quota, on one server or two replicas of one Postgres; a call that does not
 authenticate as the vCluster changes nothing.
 
-Multi-vCluster CloudSpaces are not on main yet: "across vClusters" is tested here as
-across namespaces of the one vCluster (the count is per CloudSpace either way)."""
+"Across vClusters" (two pods in two vClusters of one CloudSpace) is
+tests/test_cloudspace_vclusters.py; here it is across namespaces of one vCluster."""
 
 from __future__ import annotations
 

@@ -248,6 +248,23 @@ def cloud_space_inputs(
         st.fixed_dictionaries({"id": object_id, "confirmName": TEXT}),
     )
 
+    def vcluster_mutation(name: str, input_type: str) -> str:
+        return (
+            f"mutation($input: {input_type}!) {{ {name}(input: $input) "
+            "{ vcluster { id } userErrors { field message code } } }"
+        )
+
+    yield (
+        "addVCluster",
+        vcluster_mutation("addVCluster", "AddVClusterInput"),
+        st.fixed_dictionaries({"cloudSpaceId": object_id, "name": TEXT}),
+    )
+    yield (
+        "removeVCluster",
+        vcluster_mutation("removeVCluster", "RemoveVClusterInput"),
+        st.fixed_dictionaries({"id": object_id, "confirmName": TEXT}),
+    )
+
 
 def access_inputs(
     real: dict[str, str],

@@ -17,7 +17,8 @@ from alembic.migration import MigrationContext
 from sqlmodel import SQLModel, col
 
 import db.admission_tables  # strict quota's tables, kept apart for length
-import db.tables  # noqa: F401  (registers the tables)
+import db.tables
+import db.vcluster_tables  # noqa: F401  (a CloudSpace's vClusters)
 from db.engine import Database, alembic_config
 from db.tables import Org, Space
 from tests.conftest import POSTGRES_URL
@@ -289,5 +290,118 @@ async def test_orgs_holding_a_default_cloudspace_are_marked_as_given_one(
             "org_waiting": None,
             "org_own": None,
         }
+    finally:
+        await database.dispose()
+
+
+async def test_each_cloudspace_gets_its_first_vcluster_at_its_own_step(
+    empty_backend: Backend,
+) -> None:
+    """Issue 22 (0018): a CloudSpace from before several vClusters gets its one vCluster as a
+    row, named like it and at the CloudSpace's step (a READY one's vCluster is READY, so its
+    kubeconfigs keep working); one not yet at its vCluster's steps gets it at their first."""
+    database = Database(empty_backend.url)
+    now = datetime(2026, 1, 1)  # as UtcDateTime stores times: naive, in UTC
+
+    def legacy(connection: sa.Connection) -> None:
+        command.upgrade(alembic_config(connection), "0017")
+        tables = sa.MetaData()
+        table = {
+            name: sa.Table(name, tables, autoload_with=connection)
+            for name in ("orgs", "spaces", "cloud_spaces")
+        }
+        connection.execute(
+            table["orgs"].insert(), {"id": "org_1", "name": "one", "created_at": now}
+        )
+        connection.execute(
+            table["spaces"].insert(),
+            {
+                "id": "spc_host",
+                "org_id": "org_1",
+                "name": "host",
+                "provider": "GENERIC",
+                "space_type": "GENERIC",
+                "config_json": "{}",
+                "identity_key": "spc_host",
+                "synthetic": False,
+                "probe_status": "UNKNOWN",
+                "held": False,
+                "consecutive_failures": 0,
+                "next_probe_at": now,
+                "created_at": now,
+            },
+        )
+        connection.execute(
+            table["cloud_spaces"].insert(),
+            [
+                {
+                    "id": f"cs_{'0' * 29}{n}",
+                    "org_id": "org_1",
+                    "name": name,
+                    "host_space_id": "spc_host",
+                    "cpu": 2.0,
+                    "memory_mib": 4096,
+                    "is_default": False,
+                    "phase": phase,
+                    "step": step,
+                    "message": message,
+                    "failures": 0,
+                    "next_attempt_at": now,
+                    "created_at": now,
+                }
+                for n, name, phase, step, message in (
+                    (1, "ready", "READY", "refresh", None),
+                    (2, "waiting", "INSTALLING_FLUX", "flux-ready", "Flux into the vCluster"),
+                    (3, "young", "PROVISIONING", "host-namespace", None),
+                    (4, "going", "DELETING", "namespace-gone", "NamespaceContentRemaining"),
+                )
+            ],
+        )
+        connection.commit()
+
+    try:
+        async with database.engine.connect() as connection:
+            await connection.run_sync(legacy)
+        await database.migrate()
+        async with database.engine.connect() as connection:
+            assert await connection.run_sync(_differences) == []
+            rows = (
+                await connection.execute(
+                    sa.text(
+                        "SELECT id, cloud_space_id, org_id, name, phase, step, message"
+                        " FROM vclusters ORDER BY name"
+                    )
+                )
+            ).all()
+        assert [tuple(row) for row in rows] == [
+            (
+                f"vc_{'0' * 29}4",
+                f"cs_{'0' * 29}4",
+                "org_1",
+                "going",
+                "DELETING",
+                "vcluster-release",
+                None,
+            ),
+            (f"vc_{'0' * 29}1", f"cs_{'0' * 29}1", "org_1", "ready", "READY", "refresh", None),
+            (
+                f"vc_{'0' * 29}2",
+                f"cs_{'0' * 29}2",
+                "org_1",
+                "waiting",
+                "INSTALLING_FLUX",
+                "flux-ready",
+                "Flux into the vCluster",
+            ),
+            (
+                f"vc_{'0' * 29}3",
+                f"cs_{'0' * 29}3",
+                "org_1",
+                "young",
+                "PENDING",
+                "vcluster-release",
+                None,
+            ),
+        ]
     finally:
         await database.dispose()

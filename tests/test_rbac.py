@@ -384,6 +384,10 @@ def test_every_mutation_of_the_schema_is_in_the_matrix() -> None:
         "createCloudSpace",
         "updateCloudSpaceQuota",
         "deleteCloudSpace",
+        # FORBIDDEN without cloudspace:create / cloudspace:delete, and audited:
+        # tests/test_cloudspace_vclusters.py.
+        "addVCluster",
+        "removeVCluster",
         "dismissFinding",
         "restoreFinding",
         "exemptAdvisorRule",

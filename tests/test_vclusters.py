@@ -14,7 +14,15 @@ import pytest
 import yaml
 
 from api.logs import logged_path
-from core.cloudspaces import admission, chart, kubeconfigs, pod_requests, quantities, tenant
+from core.cloudspaces import (
+    admission,
+    chart,
+    kubeconfigs,
+    pod_requests,
+    quantities,
+    tenant,
+    vcluster_rules,
+)
 from core.cloudspaces import settings as cloudspace_settings
 from core.cloudspaces import vclusters as vc
 from core.cloudspaces.admission_review import MalformedReview, review_of
@@ -399,3 +407,44 @@ def test_kubeconfig_names_are_unique_per_cloudspace_and_vcluster() -> None:
         "kind": "ExecCredential",
         "status": {"token": "t", "expirationTimestamp": "2030-01-02T03:04:05Z"},
     }
+
+
+@pytest.mark.parametrize(
+    ("name", "taken", "code"),
+    [
+        ("second", ["first"], None),
+        ("first", ["first"], "CONFLICT"),
+        ("config-first", ["first"], "CONFLICT"),  # Secret vc-config-first is first's
+        ("first-headless", ["first"], "CONFLICT"),  # Service first-headless is first's
+        ("kube-dns-first", ["first"], "CONFLICT"),
+        ("web", ["snapshot-web"], "CONFLICT"),  # the other way round
+        ("configs", ["first"], None),
+        ("1st", [], "INVALID"),  # a Service's name starts with a letter
+        ("a" * 53, [], "INVALID"),  # Helm's release name and the pods' revision label
+        ("a" * 52, [], None),
+    ],
+)
+def test_a_vcluster_name_shares_no_chart_object_with_another(
+    name: str, taken: list[str], code: str | None
+) -> None:
+    problem = vcluster_rules.name_problem(name, taken)
+    assert (None if problem is None else problem[1]) == code, problem
+
+
+def test_each_release_quota_holds_every_vcluster_of_the_namespace() -> None:
+    """Each vCluster's release puts a quota on the one host namespace: each makes room for
+    the tenant's quota and every vCluster's control plane and Flux."""
+    settings = cloudspace_settings.CloudSpaceSettings(vcluster_url_template="https://x/{name}")
+    one = vc.Target(id="cs_1", name="a", cpu=4, memory_mib=8192)
+    two = vc.Target(
+        id="cs_1", name="b", cpu=4, memory_mib=8192, vclusters=2, named_like_cloud_space=False
+    )
+    quota = {
+        target.vclusters: chart.release_values(settings, target, None)["policies"]["resourceQuota"][
+            "quota"
+        ]
+        for target in (one, two)
+    }
+    assert (quota[1]["requests.cpu"], quota[2]["requests.cpu"]) == ("5100m", "6200m")
+    assert quota[2]["requests.memory"] == "10112Mi"  # 8192 + 2 x (448 + 512)
+    assert (one.copy_name, two.copy_name) == ("tenant-1-kubeconfig", "tenant-1-b-kubeconfig")

@@ -158,5 +158,6 @@ class Reaches:
 
 
 def vcluster_names(row: CloudSpace) -> Sequence[str]:
-    """The vClusters of a CloudSpace (one, named like it, until several arrive)."""
+    """The vClusters of a CloudSpace apps can run in: its first, named like it (delivering
+    into the others addVCluster adds is not built yet: Reaches reads the first's access)."""
     return (row.name,)

@@ -66,13 +66,16 @@ def release_values(
     LoadBalancer has none yet (the release is upgraded once it has)."""
     control_cpu = cpu_text(settings.control_plane_cpu)
     control_memory = memory_text(settings.control_plane_memory_mib)
-    # The host quota holds the tenant's quota, Flux's controllers inside the vCluster and
-    # the control plane: requests exactly, limits at the LimitRange's ratio for the tenant.
-    requests_cpu = target.cpu + settings.vcluster_overhead_cpu
-    requests_memory = target.memory_mib + settings.vcluster_overhead_memory_mib
-    limits_cpu = LIMIT_RATIO * target.cpu + FLUX_LIMITS_CPU + settings.control_plane_cpu
-    limits_memory = (
-        LIMIT_RATIO * target.memory_mib + FLUX_LIMITS_MEMORY_MIB + settings.control_plane_memory_mib
+    # The host quota holds the tenant's quota, Flux's controllers inside each vCluster and
+    # each control plane: requests exactly, limits at the LimitRange's ratio for the tenant.
+    # Every vCluster's release puts its own quota on the one host namespace, and each such
+    # quota bounds the whole namespace: each is sized for all the vClusters there.
+    count = target.vclusters
+    requests_cpu = target.cpu + count * settings.vcluster_overhead_cpu
+    requests_memory = target.memory_mib + count * settings.vcluster_overhead_memory_mib
+    limits_cpu = LIMIT_RATIO * target.cpu + count * (FLUX_LIMITS_CPU + settings.control_plane_cpu)
+    limits_memory = LIMIT_RATIO * target.memory_mib + count * (
+        FLUX_LIMITS_MEMORY_MIB + settings.control_plane_memory_mib
     )
     values: dict[str, Any] = {
         "controlPlane": {

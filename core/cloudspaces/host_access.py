@@ -19,6 +19,7 @@ from core.cloudspaces import settings as cloudspace_settings
 from core.cloudspaces import vclusters as vc
 from core.common.services import Services
 from db.tables import CloudSpace
+from db.vcluster_tables import VCluster
 from providers import host as host_api
 from providers.cluster_credentials import ClusterCredentials
 from providers.errors import PermanentError, TemporaryError
@@ -42,8 +43,18 @@ def connect(
     )
 
 
-def target_of(row: CloudSpace) -> vc.Target:
-    return vc.Target(id=row.id, name=row.name, cpu=row.cpu, memory_mib=row.memory_mib)
+def target_of(row: CloudSpace, vcluster: VCluster | None = None, vclusters: int = 1) -> vc.Target:
+    """The CloudSpace's `vcluster` (None: the one named like it) as its manifests need it,
+    beside `vclusters` in all in its host namespace."""
+    name = row.name if vcluster is None else vcluster.name
+    return vc.Target(
+        id=row.id,
+        name=name,
+        cpu=row.cpu,
+        memory_mib=row.memory_mib,
+        vclusters=vclusters,
+        named_like_cloud_space=name == row.name,
+    )
 
 
 async def address(services: Services, kube: host_api.Kube, target: vc.Target) -> str | None:
@@ -115,11 +126,13 @@ async def tenant_kubeconfig(
     services: Services,
     host: ClusterCredentials,
     row: CloudSpace,
+    vcluster: VCluster,
     plugin: kubeconfigs.ExecPlugin | None = None,
 ) -> MintedKubeconfig:
-    """A kubeconfig of the tenant account: with a fresh token, or (given `plugin`) with the
-    exec plugin that fetches its own. ProviderError when a cluster cannot give it."""
-    target = target_of(row)
+    """A kubeconfig of `vcluster`'s tenant account: with a fresh token, or (given
+    `plugin`) with the exec plugin that fetches its own. ProviderError when a cluster
+    cannot give it."""
+    target = target_of(row, vcluster)
     async with connect(services, host) as kube:
         reach = await admin_reach(services, kube, target)
     if plugin is not None:
@@ -143,8 +156,8 @@ async def tenant_kubeconfig(
         "kind": "TokenRequest",
         "spec": {"expirationSeconds": ttl},
     }
-    async with connect(services, reach.credentials) as vcluster:
-        granted = await vcluster.create(path, request)
+    async with connect(services, reach.credentials) as inside:
+        granted = await inside.create(path, request)
     status = granted.get("status") or {}
     token = status.get("token")
     if not isinstance(token, str) or not token:

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from core.cloudspaces.settings import SYSTEM_NAMESPACE, key_of, kubeconfig_copy_name
+from core.cloudspaces.settings import SYSTEM_NAMESPACE, key_of
 from core.cloudspaces.vclusters import Target
 
 
@@ -59,7 +59,7 @@ def kubeconfig_copy(target: Target, access: AdminAccess, address: str) -> dict[s
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {
-            "name": kubeconfig_copy_name(target.id),
+            "name": target.copy_name,
             "namespace": SYSTEM_NAMESPACE,
             "labels": target.labels,
         },

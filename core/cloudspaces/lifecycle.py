@@ -17,22 +17,19 @@ from enum import StrEnum
 from typing import Any
 
 from core.cloudspaces.capacity import Capacity, check_capacity, number_text
-from core.cloudspaces.host_access import MintedKubeconfig, tenant_kubeconfig
-from core.cloudspaces.kubeconfigs import ExecPlugin
 from core.cloudspaces.settings import MAX_VCLUSTER_NAME
-from core.common.errors import ApiError, Problems, UserErrors
+from core.common.errors import Problems, UserErrors
 from core.common.events import CLOUDSPACE_PHASE
 from core.common.ids import new_id
-from core.common.live_calls import LiveCallBudget
 from core.common.names import dns_1035_label_problem
 from core.common.rbac import Viewer
 from core.common.services import Services, Unit
-from core.spaces.clusters import credentials_for
 from core.spaces.statuses import CloudSpacePhase
 from db import cloudspaces as cloudspace_rows
 from db import owned
+from db import vclusters as vcluster_rows
 from db.tables import CloudSpace, CloudSpaceEvent, Space
-from providers.errors import ProviderError
+from db.vcluster_tables import VCluster
 
 
 class Step(StrEnum):
@@ -99,6 +96,13 @@ MIN_MEMORY_MIB = 64
 MAX_MEMORY_MIB = 2**24
 
 
+# The steps each vCluster takes itself (stored in `vclusters.step`); the CloudSpace's own
+# step in this range waits until all its vClusters are past it (core.cloudspaces.vcluster_steps).
+VCLUSTER_STEPS: tuple[Step, ...] = tuple(
+    step for step, _ in STEPS[ORDER[Step.VCLUSTER_RELEASE] : ORDER[Step.REFRESH] + 1]
+)
+
+
 def next_step(step: str) -> Step | None:
     """The step after `step`; None after the last of its lifecycle (READY's refresh repeats)."""
     if step in (Step.REFRESH, Step.DELETE_KUBECONFIG):
@@ -106,20 +110,34 @@ def next_step(step: str) -> Step | None:
     return STEPS[ORDER[step] + 1][0]
 
 
-def vcluster_up(row: CloudSpace) -> bool:
-    """The vCluster's API answers and its tenant account exists (whatever came after),
-    and it is not being deleted: kubeconfigs can be minted."""
-    return row.phase != CloudSpacePhase.DELETING and ORDER[row.step] > ORDER[Step.TENANT_ACCOUNT]
+def new_vcluster(unit: Unit, cloud_space: CloudSpace, name: str) -> VCluster:
+    """A vCluster at its first step, PENDING; the CloudSpace's reconciler takes it on."""
+    return VCluster(
+        id=new_id("vc"),
+        cloud_space_id=cloud_space.id,
+        org_id=cloud_space.org_id,
+        name=name,
+        phase=CloudSpacePhase.PENDING,
+        step=VCLUSTER_STEPS[0],
+        created_at=unit.now,
+    )
 
 
 async def record_phase(
-    unit: Unit, row: CloudSpace, previous: str | None, phase: str, message: str | None
+    unit: Unit,
+    row: CloudSpace,
+    previous: str | None,
+    phase: str,
+    message: str | None,
+    vcluster_id: str | None = None,
 ) -> None:
-    """Persists a phase or message change and publishes it after commit."""
+    """Persists a phase or message change (of the CloudSpace, or of its vCluster
+    `vcluster_id`) and publishes it after commit."""
     event = await cloudspace_rows.add_event(
         unit.session,
         CloudSpaceEvent(
             cloud_space_id=row.id,
+            vcluster_id=vcluster_id,
             org_id=row.org_id,
             previous=previous,
             phase=phase,
@@ -243,6 +261,8 @@ async def insert(
     )
     await owned.add(unit.session, row)
     await record_phase(unit, row, None, CloudSpacePhase.PENDING, None)
+    # Its first vCluster, named like it (its kubeconfig route's name since the start).
+    await vcluster_rows.add(unit.session, new_vcluster(unit, row, name))
     unit.reconcile_soon = True
     return row
 
@@ -334,41 +354,7 @@ async def delete(unit: Unit, viewer: Viewer, cloud_space_id: str, confirm_name: 
     row.next_attempt_at = unit.now
     unit.session.add(row)
     await unit.session.flush()
+    await vcluster_rows.set_phase_of_all(unit.session, row.id, CloudSpacePhase.DELETING)
     await record_phase(unit, row, previous, CloudSpacePhase.DELETING, None)
     unit.reconcile_soon = True
     return row
-
-
-async def kubeconfig(
-    services: Services,
-    viewer: Viewer,
-    row: CloudSpace,
-    budget: LiveCallBudget,
-    plugin: ExecPlugin | None = None,
-) -> MintedKubeconfig | None:
-    """A tenant kubeconfig of the CloudSpace's vCluster; needs cloudspace:kubeconfig
-    (ApiError FORBIDDEN)."""
-    viewer.require_to_read("cloudspace:kubeconfig")
-    return await mint_kubeconfig(services, row, budget, plugin)
-
-
-async def mint_kubeconfig(
-    services: Services, row: CloudSpace, budget: LiveCallBudget, plugin: ExecPlugin | None = None
-) -> MintedKubeconfig | None:
-    """A fresh tenant kubeconfig (with `plugin`, in the exec plugin form: nothing minted);
-    None while the vCluster is not up. Its cluster calls
-    count as one live call of the operation (`core.common.live_calls`), so one query cannot mint
-    for hundreds of CloudSpaces. A cluster that cannot give one, or a spent budget, is an
-    ApiError PROVIDER_ERROR."""
-    if not vcluster_up(row):
-        return None
-    async with services.read() as session:
-        host = await cloudspace_rows.host_space(session, row.host_space_id)
-    if host is None:
-        return None
-    try:
-        async with budget.call():
-            credentials = await credentials_for(services, host)
-            return await tenant_kubeconfig(services, credentials, row, plugin)
-    except ProviderError as failed:
-        raise ApiError("PROVIDER_ERROR", failed.reason) from failed

@@ -45,7 +45,7 @@ from typing import ClassVar
 
 from core.cloudspaces import defaults
 from core.cloudspaces import lifecycle as rules
-from core.cloudspaces.steps import STEPS, Failed, Outcome, Steps, Wait
+from core.cloudspaces.steps import STEPS, Done, Failed, Outcome, Steps, Wait, persist
 from core.common import metrics
 from core.common.loops import (
     STOP_GRACE_S,
@@ -132,6 +132,12 @@ def outcome_word(outcome: Outcome) -> str:
     if isinstance(outcome, Failed):
         return "failed"
     return "wait" if isinstance(outcome, Wait) else "done"
+
+
+def _write_usage(row: CloudSpace, outcome: Done | Wait) -> None:
+    if outcome.usage is not None:
+        row.usage_cpu = round(outcome.usage.cpu, 3)
+        row.usage_memory_mib = round(outcome.usage.memory_mib)
 
 
 def owner_name() -> str:
@@ -316,6 +322,7 @@ class Reconciler:
                 row.claimed_by, row.lease_until, row.next_attempt_at = None, None, unit.now
                 unit.session.add(row)
                 return None
+            await persist(unit, row, outcome)
             after = await self._apply(unit, row, outcome)
             if after is Then.REMOVED:
                 return None
@@ -345,12 +352,11 @@ class Reconciler:
             self.stats.waits += 1
             row.phase, row.message = rules.PHASE_OF[row.step], outcome.message
             row.next_attempt_at = unit.now + timedelta(seconds=self.poll_s)
+            _write_usage(row, outcome)  # READY while a vCluster added later comes up
         else:
             self.stats.steps += 1
             row.failures = 0
-            if outcome.usage is not None:
-                row.usage_cpu = round(outcome.usage.cpu, 3)
-                row.usage_memory_mib = round(outcome.usage.memory_mib)
+            _write_usage(row, outcome)
             following = rules.next_step(row.step)
             if row.step == rules.Step.DELETE_KUBECONFIG:
                 await self._remove(unit, row)

@@ -144,8 +144,12 @@ def host_namespace(cloud_space_id: str) -> str:
     return f"cs-{key_of(cloud_space_id)}"
 
 
-def kubeconfig_copy_name(cloud_space_id: str) -> str:
-    return f"tenant-{key_of(cloud_space_id)}-kubeconfig"
+def kubeconfig_copy_name(cloud_space_id: str, vcluster: str | None = None) -> str:
+    """The platform admins' copy of a vCluster's kubeconfig; `vcluster` None for the one
+    named like its CloudSpace (the name it had when a CloudSpace had one vCluster)."""
+    if vcluster is None:
+        return f"tenant-{key_of(cloud_space_id)}-kubeconfig"
+    return f"tenant-{key_of(cloud_space_id)}-{vcluster}-kubeconfig"
 
 
 def admin_secret_name(name: str) -> str:

@@ -1,76 +1,54 @@
 """The CloudSpace reconciler's steps: what each persisted step does on the host space
-and inside the vCluster, and whether it is done, waiting or failed.
+and inside the vClusters, and whether it is done, waiting or failed.
 
 The loop (core.cloudspaces.reconciler) claims a CloudSpace, runs its step here outside any
 transaction, and persists the outcome. Every write is a server-side apply, so a step that
 runs again (a crash, a lost lease) creates nothing twice.
+
+A CloudSpace's own steps (capacity, host namespace; deletion) are its; from its vCluster's
+release to READY's refresh, each step takes every vCluster of the CloudSpace through its
+own steps (core.cloudspaces.vcluster_steps) up to the CloudSpace's step, and is done once
+all are past it. So the CloudSpace is never ahead of its least advanced vCluster on its
+way to READY; once READY it stays READY while a vCluster added later
+comes up (its message names what that one waits for) or one removed goes; any vCluster
+failing makes it FAILED, the message naming the vCluster, retried with backoff.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 
-from core.cloudspaces import admission, chart, kubeconfigs, tenant
 from core.cloudspaces import capacity as host_capacity
+from core.cloudspaces import chart
 from core.cloudspaces import lifecycle as rules
 from core.cloudspaces import settings as cloudspace_settings
 from core.cloudspaces import vclusters as vc
-from core.cloudspaces.host_access import AdminReach, address, admin_reach, connect, target_of
+from core.cloudspaces.host_access import target_of
+from core.cloudspaces.outcomes import Change, Done, Failed, Outcome, Wait
+from core.cloudspaces.tenant import Used
+from core.cloudspaces.vcluster_rules import REMOVAL_STEPS, Removal
+from core.cloudspaces.vcluster_steps import WORK, VClusterWork
 from core.common.errors import Problems
-from core.common.services import Services, Unit, utcnow
+from core.common.services import Unit
+from core.spaces.statuses import CloudSpacePhase
+from db import admission as admission_rows
 from db import cloudspaces as cloudspace_rows
+from db import vclusters as vcluster_rows
 from db.tables import CloudSpace
+from db.vcluster_tables import VCluster
 from providers import host as host_api
 from providers.cluster_credentials import ClusterCredentials
 
-STEP_TIMEOUT_S = 20.0
+# The share of the lease in which a run may start vCluster steps: with many vClusters the
+# run ends, and what it did is written, instead of all of it running into the step's
+# deadline (five sixths of the lease) and being done again; the rest wait for the next run.
+SHARE_FOR_VCLUSTERS = 1 / 3
+
+__all__ = ["STEPS", "Done", "Failed", "Outcome", "Steps", "Wait", "persist"]
 
 
-@dataclass(frozen=True)
-class Done:
-    usage: tenant.Used | None = None
-
-
-@dataclass(frozen=True)
-class Wait:
-    message: str | None = None
-
-
-@dataclass(frozen=True)
-class Failed:
-    reason: str
-    # The soonest a retry is worth it, when the failure says (providers.errors.TemporaryError).
-    retry_after_s: float | None = None
-
-
-Outcome = Done | Wait | Failed
-
-
-class Steps:
-    def __init__(self, services: Services, on_call: Callable[[], None]) -> None:
-        self.services = services
-        self.settings = services.cloudspaces
-        # Counts each call to a host or vCluster API server (the reconciler's metric).
-        self._on_call = on_call
-        # Each vCluster's address and admin access, read from the host once per run of
-        # steps (never stored): a later run reads them again, rotated certificates too.
-        self._reach: dict[str, AdminReach] = {}
-
-    def forget(self, cloud_space_id: str) -> None:
-        """The run of steps for this CloudSpace ended: its vCluster's access is read anew."""
-        self._reach.pop(cloud_space_id, None)
-
-    def _connect(
-        self, credentials: ClusterCredentials
-    ) -> AbstractAsyncContextManager[host_api.Kube]:
-        return connect(self.services, credentials, timeout_s=STEP_TIMEOUT_S, on_call=self._on_call)
-
-    async def _apply_all(self, kube: host_api.Kube, manifests: list[dict[str, object]]) -> None:
-        for manifest in manifests:
-            await kube.apply(manifest)
-
+class Steps(VClusterWork):
     async def _begin(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
         return Done()
 
@@ -116,176 +94,95 @@ class Steps:
             await kube.apply(vc.host_namespace_object(target_of(row)))
         return Done()
 
-    async def _release(self, kube: host_api.Kube, row: CloudSpace) -> str | None:
-        """Applies the chart's repository and the vCluster's HelmRelease; the address it
-        exports its kubeconfig with (None: a LoadBalancer without one yet)."""
-        target = target_of(row)
-        reached = await address(self.services, kube, target)
-        await kube.apply(chart.chart_repository(self.settings, target))
-        await kube.apply(chart.helm_release(self.settings, target, reached))
-        return reached
+    async def _vclusters(self, row: CloudSpace, host: ClusterCredentials, upto: str) -> Outcome:
+        """Every vCluster through its steps up to `upto` (removals too); done once all
+        are past it, the changes to each carried in the outcome."""
+        async with self.services.read() as session:
+            found = list(await vcluster_rows.of_cloud_space(session, row.id))
+        live = [v for v in found if v.step not in REMOVAL_STEPS]
+        changes: list[Change] = []
+        outcomes: list[tuple[VCluster, Outcome]] = []
+        stop_at = time.monotonic() + self.settings.reconcile_lease_s * SHARE_FOR_VCLUSTERS
+        for vcluster in found:
+            target = target_of(row, vcluster, max(1, len(live)))
+            change, outcome = await self._advance(row, vcluster, target, host, upto, stop_at)
+            changes.append(change)
+            # A removal holds the CloudSpace back only where it polls anyway (READY).
+            if vcluster.step not in REMOVAL_STEPS or upto == rules.Step.REFRESH:
+                outcomes.append((vcluster, outcome))
+        return _together(outcomes, tuple(changes), many=len(found) > 1)
 
-    async def _vcluster_release(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
-        async with self._connect(host) as kube:
-            await self._release(kube, row)
-        return Done()
-
-    async def _vcluster_ready(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
-        """The HelmRelease Ready at its generation and the exported kubeconfig Secret; a
-        Helm failure is FAILED with Helm's words."""
-        target = target_of(row)
-        async with self._connect(host) as kube:
-            release = await kube.get(
-                host_api.path_of(chart.HELM_API, "HelmRelease", target.namespace, target.name)
-            )
-            state = chart.condition_of(release)
-            if state.stalled:  # tried again at this step's retry, once the cause is fixed
-                path = host_api.path_of(
-                    chart.HELM_API, "HelmRelease", target.namespace, target.name
-                )
-                await kube.annotate(path, chart.reset_request(utcnow()))
-            if state.failed:
-                return Failed(f"the vCluster's HelmRelease failed: {state.message}")
-            if not state.ready:
-                return Wait(f"the vCluster's HelmRelease: {state.message or 'waiting'}")
-            if chart.release_server(release) is None:
-                # A LoadBalancer had no address at install: export with the one it has now.
-                if await self._release(kube, row) is None:
-                    return Wait(
-                        f"waiting for the LoadBalancer Service {target.name} to get an address"
-                    )
-                return Wait("the vCluster's HelmRelease: exporting the kubeconfig with its address")
-            secret = await kube.get(
-                host_api.path_of(
-                    "v1",
-                    "Secret",
-                    target.namespace,
-                    cloudspace_settings.admin_secret_name(target.name),
-                )
-            )
-        if secret is None:
-            return Wait("the vCluster's HelmRelease: waiting for the exported kubeconfig")
-        return Done()
-
-    async def _kubeconfig_copy(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
-        target = target_of(row)
-        async with self._connect(host) as kube:
-            reach = await admin_reach(self.services, kube, target)
-            self._reach[row.id] = reach
-            await kube.apply(vc.system_namespace())
-            await kube.apply(kubeconfigs.kubeconfig_copy(target, reach.access, reach.address))
-        return Done()
-
-    async def _in_vcluster(
+    async def _advance(
         self,
         row: CloudSpace,
+        vcluster: VCluster,
+        target: vc.Target,
         host: ClusterCredentials,
-        work: Callable[[host_api.Kube], Awaitable[Outcome]],
-    ) -> Outcome:
-        reach = self._reach.get(row.id)
-        if reach is None:
-            async with self._connect(host) as kube:
-                reach = await admin_reach(self.services, kube, target_of(row))
-            self._reach[row.id] = reach
-        async with self._connect(reach.credentials) as vcluster:
-            return await work(vcluster)
-
-    async def _tenant_account(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
-        async def work(vcluster: host_api.Kube) -> Outcome:
-            await self._apply_all(vcluster, tenant.tenant_account())
-            return Done()
-
-        return await self._in_vcluster(row, host, work)
-
-    async def _headroom_in(self, vcluster: host_api.Kube, row: CloudSpace) -> tenant.Used:
-        """Places the headroom quotas and defaults in every namespace; the usage."""
-        namespaces = [
-            str((ns.get("metadata") or {}).get("name"))
-            for ns in await vcluster.items("/api/v1/namespaces")
-            if (ns.get("status") or {}).get("phase") != "Terminating"
-        ]
-        used = tenant.used_by_namespace(await vcluster.items("/api/v1/resourcequotas"))
-        await self._apply_all(
-            vcluster, tenant.headroom_objects(namespaces, used, row.cpu, row.memory_mib)
+        upto: str,
+        stop_at: float,
+    ) -> tuple[Change, Outcome]:
+        """One vCluster taken through as many steps as are done at once, up to `upto`,
+        starting none after `stop_at` (it then waits for the next run)."""
+        step, phase, message = vcluster.step, vcluster.phase, vcluster.message
+        outcome: Outcome = Done()
+        removed = False
+        passed: list[str] = []
+        while step in REMOVAL_STEPS or rules.ORDER[step] <= rules.ORDER[upto]:
+            if time.monotonic() > stop_at:
+                outcome = Wait(f"waiting for its turn at step {step}")
+                break
+            outcome = await WORK[step](self, row, target, host)
+            if isinstance(outcome, Failed):
+                if step not in REMOVAL_STEPS:
+                    phase = CloudSpacePhase.FAILED
+                message = outcome.reason
+                break
+            if isinstance(outcome, Wait):
+                if step not in REMOVAL_STEPS:
+                    phase = rules.PHASE_OF[step]
+                message = outcome.message
+                break
+            message = None
+            if step == Removal.GONE:
+                removed = True
+                break
+            if step == Removal.DELETE:
+                step = Removal.GONE
+            elif step == rules.Step.REFRESH:
+                phase = CloudSpacePhase.READY
+                break
+            else:
+                step = rules.next_step(step) or step
+                # READY is shown once its first refresh has placed every quota.
+                if step != rules.Step.REFRESH and rules.PHASE_OF[step] != phase:
+                    passed.append(phase)
+                    phase = rules.PHASE_OF[step]
+        change = Change(
+            id=vcluster.id,
+            name=vcluster.name,
+            read_step=vcluster.step,
+            previous=(vcluster.phase, vcluster.message),
+            step=step,
+            phase=phase,
+            message=message,
+            removed=removed,
+            passed=tuple(passed[1:]),  # the first is the phase it had
         )
-        # h22admit's hook (strict quota): the webhook registered, the pods observed; what
-        # they request in all is the usage.
-        return await admission.keep(self.services, row.id, row.name, vcluster)
-
-    async def _headroom(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
-        async def work(vcluster: host_api.Kube) -> Outcome:
-            return Done(await self._headroom_in(vcluster, row))
-
-        return await self._in_vcluster(row, host, work)
-
-    async def _flux(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
-        """Flux's manifests, applied into the vCluster by the host's Flux."""
-        target = target_of(row)
-        async with self._connect(host) as kube:
-            await kube.apply(chart.flux_source(self.settings, target))
-            await kube.apply(chart.flux_kustomization(target))
-        return Done()
-
-    async def _flux_ready(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
-        """The remote Kustomization Ready, and Flux's controllers available inside."""
-        target = target_of(row)
-        async with self._connect(host) as kube:
-            applied = await kube.get(
-                host_api.path_of(
-                    chart.KUSTOMIZE_API,
-                    "Kustomization",
-                    target.namespace,
-                    chart.flux_kustomization_name(target),
-                )
-            )
-        state = chart.condition_of(applied, chart.KUSTOMIZE_FAILURES)
-        if state.failed:
-            return Failed(f"installing Flux into the vCluster failed: {state.message}")
-        if not state.ready:
-            return Wait(f"Flux into the vCluster: {state.message or 'waiting'}")
-
-        async def work(vcluster: host_api.Kube) -> Outcome:
-            deployments = await vcluster.items(
-                host_api.path_of("apps/v1", "Deployment", cloudspace_settings.FLUX_NAMESPACE)
-            )
-            if chart.flux_deployments_available(deployments):
-                return Done()
-            return Wait("Flux into the vCluster: waiting for its controllers to be available")
-
-        return await self._in_vcluster(row, host, work)
-
-    async def _refresh(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
-        """READY: the release's values (a resize of the chart's host quota takes effect
-        here, as a Helm upgrade), the headroom quotas in
-        every namespace (new ones too), and the usage."""
-        target = target_of(row)
-        async with self._connect(host) as kube:
-            applied = await kube.get(
-                host_api.path_of(chart.HELM_API, "HelmRelease", target.namespace, target.name)
-            )
-            # Read first: most passes change nothing, and a read costs the host less.
-            wanted = chart.helm_release(
-                self.settings, target, await address(self.services, kube, target)
-            )
-            if chart.release_differs(applied, wanted):
-                await self._release(kube, row)
-            reach = self._reach.get(row.id) or await admin_reach(self.services, kube, target)
-        async with self._connect(reach.credentials) as vcluster:
-            return Done(await self._headroom_in(vcluster, row))
+        return change, outcome
 
     async def _delete_vcluster(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
-        """Flux inside first (its Kustomization reaches the vCluster), then the release,
-        which Helm uninstalls; the namespace takes the rest."""
+        """Every vCluster's objects, then the sources they shared; the namespace takes the
+        rest."""
+        async with self.services.read() as session:
+            found = list(await vcluster_rows.of_cloud_space(session, row.id))
         target = target_of(row)
-        paths = [
-            (chart.KUSTOMIZE_API, "Kustomization", chart.flux_kustomization_name(target)),
-            (chart.SOURCE_API, "OCIRepository", chart.FLUX_SOURCE),
-            (chart.HELM_API, "HelmRelease", target.name),
-            (chart.SOURCE_API, "HelmRepository", chart.CHART_REPOSITORY),
-        ]
         async with self._connect(host) as kube:
-            for api_version, kind, name in paths:
-                # A host without Flux answers 404, which delete takes as gone.
+            for vcluster in found:
+                await self.delete_objects(kube, target_of(row, vcluster, len(found)))
+            for api_version, kind, name in (
+                (chart.SOURCE_API, "OCIRepository", chart.FLUX_SOURCE),
+                (chart.SOURCE_API, "HelmRepository", chart.CHART_REPOSITORY),
+            ):
                 await kube.delete(host_api.path_of(api_version, kind, target.namespace, name))
         return Done()
 
@@ -302,16 +199,89 @@ class Steps:
         return Done() if namespace is None else Wait(vc.namespace_blocker(namespace))
 
     async def _delete_kubeconfig(self, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        """The kubeconfig copies (outside the namespace), every vCluster's."""
+        async with self.services.read() as session:
+            found = list(await vcluster_rows.of_cloud_space(session, row.id))
+        names = {target_of(row).copy_name} | {target_of(row, v).copy_name for v in found}
         async with self._connect(host) as kube:
-            await kube.delete(
-                host_api.path_of(
-                    "v1",
-                    "Secret",
-                    cloudspace_settings.SYSTEM_NAMESPACE,
-                    cloudspace_settings.kubeconfig_copy_name(row.id),
+            for name in sorted(names):
+                await kube.delete(
+                    host_api.path_of("v1", "Secret", cloudspace_settings.SYSTEM_NAMESPACE, name)
                 )
-            )
         return Done()
+
+
+def _named(vcluster: VCluster, text: str | None, many: bool) -> str | None:
+    if text is None or not many:
+        return text
+    return f"vCluster {vcluster.name}: {text}"
+
+
+def _together(
+    outcomes: list[tuple[VCluster, Outcome]], changes: tuple[Change, ...], many: bool
+) -> Outcome:
+    """The CloudSpace's outcome from its vClusters': the first failure, else the first
+    wait, else done; the usage the last vCluster observed (each observes the whole
+    CloudSpace's)."""
+    usage: Used | None = None
+    for _, outcome in outcomes:
+        if not isinstance(outcome, Failed) and outcome.usage is not None:
+            usage = outcome.usage
+    for vcluster, outcome in outcomes:
+        if isinstance(outcome, Failed):
+            reason = _named(vcluster, outcome.reason, many) or outcome.reason
+            return Failed(reason, outcome.retry_after_s, changes)
+    for vcluster, outcome in outcomes:
+        if isinstance(outcome, Wait):
+            return Wait(_named(vcluster, outcome.message, many), usage, changes)
+    return Done(usage, changes)
+
+
+async def persist(unit: Unit, row: CloudSpace, outcome: Outcome) -> None:
+    """The vClusters' changes, in the transaction of the CloudSpace's outcome (its row
+    locked, the lease held): each only if the vCluster is still at the step read."""
+    for change in outcome.vclusters:
+        if change.removed:
+            if not await vcluster_rows.delete_at(unit.session, change.id, change.read_step):
+                continue
+            await admission_rows.forget_vcluster(unit.session, row.id, change.name)
+            await rules.record_phase(
+                unit,
+                row,
+                change.previous[0],
+                CloudSpacePhase.DELETED,
+                None,
+                vcluster_id=change.id,
+            )
+            continue
+        now = (change.phase, change.message)
+        if change.step == change.read_step and now == change.previous:
+            continue
+        written = await vcluster_rows.advance(
+            unit.session,
+            change.id,
+            change.read_step,
+            step=change.step,
+            phase=change.phase,
+            message=change.message,
+        )
+        if not written:
+            continue
+        previous = change.previous[0]
+        for phase in change.passed:
+            await rules.record_phase(unit, row, previous, phase, None, vcluster_id=change.id)
+            previous = phase
+        if now != change.previous:
+            await rules.record_phase(
+                unit, row, previous, change.phase, change.message, vcluster_id=change.id
+            )
+
+
+def _for_vclusters(step: str) -> StepWork:
+    async def work(steps: Steps, row: CloudSpace, host: ClusterCredentials) -> Outcome:
+        return await steps._vclusters(row, host, step)
+
+    return work
 
 
 StepWork = Callable[[Steps, CloudSpace, ClusterCredentials], Awaitable[Outcome]]
@@ -319,14 +289,7 @@ STEPS: dict[str, StepWork] = {
     rules.Step.BEGIN: Steps._begin,
     rules.Step.CAPACITY: Steps._capacity,
     rules.Step.HOST_NAMESPACE: Steps._host_namespace,
-    rules.Step.VCLUSTER_RELEASE: Steps._vcluster_release,
-    rules.Step.VCLUSTER_READY: Steps._vcluster_ready,
-    rules.Step.KUBECONFIG_COPY: Steps._kubeconfig_copy,
-    rules.Step.TENANT_ACCOUNT: Steps._tenant_account,
-    rules.Step.HEADROOM: Steps._headroom,
-    rules.Step.FLUX: Steps._flux,
-    rules.Step.FLUX_READY: Steps._flux_ready,
-    rules.Step.REFRESH: Steps._refresh,
+    **{step: _for_vclusters(step) for step in rules.VCLUSTER_STEPS},
     rules.Step.DELETE_VCLUSTER: Steps._delete_vcluster,
     rules.Step.DELETE_NAMESPACE: Steps._delete_namespace,
     rules.Step.NAMESPACE_GONE: Steps._namespace_gone,

@@ -78,11 +78,16 @@ def used_by_namespace(quotas: Iterable[Mapping[str, Any]]) -> dict[str, Used]:
 
 
 def headroom_objects(
-    namespaces: Iterable[str], used: Mapping[str, Used], cpu: float, memory_mib: int
+    namespaces: Iterable[str],
+    used: Mapping[str, Used],
+    cpu: float,
+    memory_mib: int,
+    elsewhere: Used = Used(0.0, 0.0),
 ) -> list[dict[str, Any]]:
-    """Per namespace: defaults and a quota of `used here + (quota - used everywhere)`."""
-    total_cpu = sum(u.cpu for u in used.values())
-    total_memory = sum(u.memory_mib for u in used.values())
+    """Per namespace: defaults and a quota of `used here + (quota - used everywhere)`;
+    `elsewhere` is what the CloudSpace's other vClusters were last seen to use."""
+    total_cpu = sum(u.cpu for u in used.values()) + elsewhere.cpu
+    total_memory = sum(u.memory_mib for u in used.values()) + elsewhere.memory_mib
     free_cpu = max(0.0, cpu - total_cpu)
     free_memory = max(0.0, memory_mib - total_memory)
     objects: list[dict[str, Any]] = []

@@ -23,6 +23,7 @@ from core.cloudspaces.settings import (
     SYSTEM_NAMESPACE,
     CloudSpaceSettings,
     host_namespace,
+    kubeconfig_copy_name,
 )
 from core.spaces.cluster_endpoints import HOST_NAME
 from providers.errors import UnexpectedAnswer
@@ -30,12 +31,24 @@ from providers.errors import UnexpectedAnswer
 
 @dataclass(frozen=True)
 class Target:
-    """One CloudSpace as the manifests need it."""
+    """One vCluster of a CloudSpace as the manifests need it: `id` is the CloudSpace's,
+    `name` the vCluster's (its Helm release), `cpu`/`memory_mib` the CloudSpace's quota,
+    which its `vclusters` share."""
 
     id: str
     name: str
     cpu: float
     memory_mib: int
+    # How many vClusters the host namespace holds: each brings a control plane and Flux.
+    vclusters: int = 1
+    # False for a vCluster not named like its CloudSpace: its objects outside the host
+    # namespace carry its name too.
+    named_like_cloud_space: bool = True
+
+    @property
+    def copy_name(self) -> str:
+        """Its kubeconfig copy in spacedock-system (core.cloudspaces.kubeconfigs)."""
+        return kubeconfig_copy_name(self.id, None if self.named_like_cloud_space else self.name)
 
     @property
     def namespace(self) -> str:

@@ -17,6 +17,7 @@ KINDS = {
     "spc": "Space",
     "env": "Environment",
     "cs": "CloudSpace",
+    "vc": "VCluster",
     "grant": "ClusterGrant",
     "tok": "ApiToken",
     "sev": "SpaceStatusEvent",

@@ -4,7 +4,8 @@ from alembic import context
 from sqlmodel import SQLModel
 
 import db.admission_tables  # strict quota's tables, kept apart for length
-import db.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+import db.tables
+import db.vcluster_tables  # noqa: F401  (a CloudSpace's vClusters, kept apart for length)
 
 connection = context.config.attributes["connection"]
 context.configure(

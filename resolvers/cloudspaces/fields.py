@@ -10,12 +10,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
-from datetime import datetime
 
 from core.cloudspaces import capacity as host_capacity
 from core.cloudspaces import lifecycle as cloudspaces
-from core.cloudspaces.host_access import MintedKubeconfig, expiry_if_minted_now
-from core.cloudspaces.kubeconfigs import ExecPlugin
 from core.common.errors import ApiError, UserErrors
 from core.common.events import CLOUDSPACE_PHASE
 from core.common.rbac import Viewer
@@ -29,10 +26,6 @@ from resolvers.common.context import Context
 from resolvers.common.mutations import Outcome, run
 from resolvers.common.pagination import keyset, with_cursors
 from resolvers.common.subscription_mode import SubscriptionMode
-
-
-def ready(row: CloudSpace) -> bool:
-    return cloudspaces.vcluster_up(row)
 
 
 async def of_space(context: Context, space_id: str) -> list[CloudSpace]:
@@ -78,30 +71,6 @@ async def page(
             Order(key, descending=direction == "DESC"),
         )
     return with_cursors(found, "CloudSpace", order)
-
-
-async def kubeconfig(context: Context, row: CloudSpace) -> MintedKubeconfig | None:
-    """One kubeconfig per CloudSpace and request, however many fields ask for it."""
-    context.caller.require_to_read("cloudspace:kubeconfig")
-    return await context.loaders.kubeconfig.load(row.id)
-
-
-async def kubeconfig_expiry(
-    context: Context, row: CloudSpace, with_kubeconfig: bool
-) -> datetime | None:
-    """When the token of a kubeconfig minted now would expire: of the one in this answer
-    when `kubeconfig` is selected beside (and the caller may have it), else reckoned
-    without minting anything. Needs only cloudspace:view; null while not ready."""
-    context.caller.require_to_read("cloudspace:view")
-    if not ready(row):
-        return None
-    if with_kubeconfig and context.caller.can("cloudspace:kubeconfig"):
-        try:
-            minted = await context.loaders.kubeconfig.load(row.id)
-        except ApiError:  # the kubeconfig field reports it
-            return None
-        return None if minted is None else minted.expires_at
-    return expiry_if_minted_now(context.services)
 
 
 async def _with_capacity(
@@ -153,10 +122,14 @@ async def delete(context: Context, cloud_space_id: str, confirm_name: str) -> Ou
 
 
 async def phase_events(
-    context: Context, mode: SubscriptionMode, cloud_space_id: str | None
+    context: Context,
+    mode: SubscriptionMode,
+    cloud_space_id: str | None,
+    include_vclusters: bool = False,
 ) -> AsyncGenerator[CloudSpaceEvent, None]:
     """Every phase or message change of the caller's org's CloudSpaces (of one, when
-    `cloud_space_id` is given), read fresh per event, until the subscriber goes away."""
+    `cloud_space_id` is given), and of their vClusters with `include_vclusters`, read
+    fresh per event, until the subscriber goes away."""
     caller = context.caller
     caller.require_to_read("cloudspace:view")
     if cloud_space_id is not None:
@@ -174,26 +147,5 @@ async def phase_events(
                 continue
             context.fresh_loaders(f"{CLOUDSPACE_PHASE}:{announced['event_id']}")
             event = await context.loaders.cloud_space_event.load(announced["event_id"])
-            if event is not None:
+            if event is not None and (include_vclusters or event.vcluster_id is None):
                 yield event
-
-
-async def kubeconfig_download(
-    context: Context, cloud_space_id: str, vcluster_name: str, plugin: ExecPlugin | None = None
-) -> MintedKubeconfig | None:
-    """The REST download (with `plugin`, the exec plugin form): None for an unknown or
-    foreign CloudSpace or vCluster name; ApiError FORBIDDEN without cloudspace:kubeconfig,
-    PRECONDITION_FAILED while the vCluster is not up, PROVIDER_ERROR when a cluster cannot
-    give one."""
-    row = await context.loaders.cloud_space.load(cloud_space_id)
-    if row is None or row.name != vcluster_name:
-        return None
-    minted = await cloudspaces.kubeconfig(
-        context.services, context.caller, row, context.loaders.live_calls, plugin
-    )
-    if minted is None:
-        raise ApiError(
-            "PRECONDITION_FAILED",
-            f"The vCluster is not ready yet (the CloudSpace is {row.phase}).",
-        )
-    return minted

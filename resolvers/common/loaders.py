@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 from strawberry.dataloader import DataLoader
 
-from core.cloudspaces import lifecycle as cloudspace_rules
+from core.cloudspaces import vcluster_rules
 from core.cloudspaces.host_access import MintedKubeconfig
 from core.common.errors import ApiError
 from core.common.live_calls import LiveCallBudget
@@ -26,6 +26,7 @@ from db import advice_reads, cloud_accounts, cloudspaces, environments, owned
 from db import advisor as advice_rows
 from db import apps as app_rows
 from db import spaces as space_rows
+from db import vclusters as vcluster_rows
 from db.advice_reads import AdviceFilter
 from db.pages import Page, pages_by_parent
 from db.records import EnvironmentRecord, StatusEventRecord
@@ -48,6 +49,7 @@ from db.tables import (
     Space,
     SpaceStatusEvent,
 )
+from db.vcluster_tables import VCluster
 
 log = logging.getLogger("spacedock.loaders")
 
@@ -89,6 +91,9 @@ class Loaders:
         self.cloud_space: DataLoader[str, CloudSpace | None] = self._by_id(CloudSpace, org_id)
         self.cloud_spaces_of_space = DataLoader(self._cloud_spaces_of_spaces)
         self.cloud_space_event = DataLoader(self._cloud_space_events)
+        self.vcluster: DataLoader[str, VCluster | None] = self._by_id(VCluster, org_id)
+        self.vclusters_of_cloud_space = DataLoader(self._vclusters_of_cloud_spaces)
+        # Keyed by vCluster id.
         self.kubeconfig = DataLoader(self._kubeconfigs)
         self.custom_role: DataLoader[str, RoleDefinition | None] = self._by_id(
             RoleDefinition, org_id
@@ -255,6 +260,11 @@ class Loaders:
             rows = await cloudspaces.of_spaces(session, self.org_id, keys)
         return _grouped(rows, keys, "host_space_id")
 
+    async def _vclusters_of_cloud_spaces(self, keys: Sequence[str]) -> list[list[VCluster]]:
+        async with self.reading() as session:
+            rows = await vcluster_rows.of_cloud_spaces(session, keys)
+        return _grouped([r for r in rows if r.org_id == self.org_id], keys, "cloud_space_id")
+
     async def _cloud_space_events(self, keys: Sequence[int]) -> list[CloudSpaceEvent | None]:
         async with self.reading() as session:
             rows = await cloudspaces.events_by_ids(session, keys)
@@ -302,15 +312,18 @@ class Loaders:
     async def _kubeconfigs(
         self, keys: Sequence[str]
     ) -> list[MintedKubeconfig | BaseException | None]:
-        """A fresh tenant kubeconfig per CloudSpace: minted once per request, so the
+        """A fresh tenant kubeconfig per vCluster: minted once per request, so the
         kubeconfig and its expiry agree; several at once, as the live-call budget lets."""
 
         async def one(key: str) -> MintedKubeconfig | BaseException | None:
-            row = await self.cloud_space.load(key)
-            if row is None:
+            vcluster = await self.vcluster.load(key)
+            row = None if vcluster is None else await self.cloud_space.load(vcluster.cloud_space_id)
+            if vcluster is None or row is None:
                 return None
             try:
-                return await cloudspace_rules.mint_kubeconfig(self.services, row, self.live_calls)
+                return await vcluster_rules.mint_kubeconfig(
+                    self.services, row, vcluster, self.live_calls
+                )
             except ApiError as refused:
                 return refused
 

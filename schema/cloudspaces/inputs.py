@@ -69,3 +69,20 @@ class UpdateCloudSpaceQuotaInput:
 class DeleteCloudSpaceInput:
     id: strawberry.ID = strawberry.field(description="The CloudSpace.")
     confirm_name: str = strawberry.field(description="Must equal the CloudSpace's name.")
+
+
+@strawberry.input(description="A new vCluster in a CloudSpace, sharing its quota.")
+class AddVClusterInput:
+    cloud_space_id: strawberry.ID = strawberry.field(description="The CloudSpace.")
+    name: str = strawberry.field(
+        description=(
+            "A DNS-1035 label (a lowercase letter first; letters, digits, '-') of at most 52 "
+            "characters, unique in the CloudSpace."
+        )
+    )
+
+
+@strawberry.input(description="Removes a vCluster and everything in it; cannot be undone.")
+class RemoveVClusterInput:
+    id: strawberry.ID = strawberry.field(description="The vCluster (vc_…).")
+    confirm_name: str = strawberry.field(description="Must equal the vCluster's name.")

@@ -8,13 +8,16 @@ import strawberry
 
 from core.cloudspaces.lifecycle import CreateRequest
 from resolvers.cloudspaces import fields as cloudspaces
+from resolvers.cloudspaces import vclusters
 from schema.cloudspaces.inputs import (
+    AddVClusterInput,
     CreateCloudSpaceInput,
     DeleteCloudSpaceInput,
+    RemoveVClusterInput,
     UpdateCloudSpaceQuotaInput,
 )
-from schema.cloudspaces.payloads import CloudSpacePayload
-from schema.cloudspaces.types import CloudSpace
+from schema.cloudspaces.payloads import CloudSpacePayload, VClusterPayload
+from schema.cloudspaces.types import CloudSpace, VCluster
 from schema.common.info import GraphInfo
 from schema.common.payloads import payload
 from schema.engine.arguments import INPUT
@@ -65,3 +68,30 @@ class CloudSpacesMutation:
     ) -> CloudSpacePayload:
         outcome = await cloudspaces.delete(info.context, input.id, input.confirm_name)
         return payload(CloudSpacePayload, "cloud_space", outcome, CloudSpace.from_row)
+
+    @strawberry.mutation(
+        description=(
+            "Requires cloudspace:create. Adds a vCluster to a CloudSpace (PENDING; READY like "
+            "the CloudSpace's first), sharing its quota. Refused while the CloudSpace is "
+            "DELETING, and for a name the CloudSpace already has."
+        )
+    )
+    async def add_v_cluster(
+        self, info: GraphInfo, input: Annotated[AddVClusterInput, INPUT]
+    ) -> VClusterPayload:
+        outcome = await vclusters.add(info.context, input.cloud_space_id, input.name)
+        return payload(VClusterPayload, "vcluster", outcome, VCluster.from_row)
+
+    @strawberry.mutation(
+        description=(
+            "Requires cloudspace:delete. Removes a vCluster and everything in it (DELETING, "
+            "then gone; its CloudSpace's events say DELETED); confirmName must equal its name. "
+            "A CloudSpace keeps at least one vCluster: removing the last is refused "
+            "(deleteCloudSpace removes them all)."
+        )
+    )
+    async def remove_v_cluster(
+        self, info: GraphInfo, input: Annotated[RemoveVClusterInput, INPUT]
+    ) -> VClusterPayload:
+        outcome = await vclusters.remove(info.context, input.id, input.confirm_name)
+        return payload(VClusterPayload, "vcluster", outcome, VCluster.from_row)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import strawberry
 
-from schema.cloudspaces.types import CloudSpace
+from schema.cloudspaces.types import CloudSpace, VCluster
 from schema.common.payloads import UserError
 
 
@@ -13,4 +13,10 @@ class CloudSpacePayload:
     cloud_space: CloudSpace | None = strawberry.field(
         description="Null when userErrors is not empty."
     )
+    user_errors: list[UserError] = strawberry.field(description="Why nothing changed.")
+
+
+@strawberry.type(description="The vCluster as changed, or userErrors and nothing changed.")
+class VClusterPayload:
+    vcluster: VCluster | None = strawberry.field(description="Null when userErrors is not empty.")
     user_errors: list[UserError] = strawberry.field(description="Why nothing changed.")

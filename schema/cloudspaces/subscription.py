@@ -26,9 +26,21 @@ class CloudSpacesSubscription:
             strawberry.ID | None,
             strawberry.argument(description="Only this CloudSpace's changes; null: all of them."),
         ] = None,
+        include_vclusters: Annotated[
+            bool | None,
+            strawberry.argument(
+                name="includeVClusters",
+                description=(
+                    "Each vCluster's changes too (vclusterId set); false or null: the "
+                    "CloudSpaces' own."
+                ),
+            ),
+        ] = None,
     ) -> AsyncGenerator[CloudSpaceEvent, None]:
         mode = SubscriptionMode.of(info.root_value)
-        found = cloudspaces.phase_events(info.context, mode, cloud_space_id)
+        found = cloudspaces.phase_events(
+            info.context, mode, cloud_space_id, bool(include_vclusters)
+        )
         async with aclosing(found) as events:
             async for row in events:
                 yield CloudSpaceEvent.from_row(row)

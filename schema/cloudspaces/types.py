@@ -9,10 +9,10 @@ import strawberry
 from strawberry import Private
 
 from core.advisor.model import Severity
-from db import tables
+from db import tables, vcluster_tables
 from resolvers.advisor import fields as advice_fields
 from resolvers.apps import reads as app_reads
-from resolvers.cloudspaces import fields as cloudspace_reads
+from resolvers.cloudspaces import vclusters as vcluster_reads
 from schema.advisor.types import (
     AdviceCounts,
     AdvisorFindingConnection,
@@ -41,28 +41,72 @@ class Quota:
     memory_mib: int = strawberry.field(name="memoryMiB", description="Memory in MiB (requests).")
 
 
-@strawberry.type(description="A virtual cluster of a CloudSpace, with its own API server.")
-class VCluster:
-    row: Private[tables.CloudSpace]
+@strawberry.type(
+    description=(
+        "A virtual cluster of a CloudSpace, with its own API server: one Helm release of the "
+        "vCluster chart in the CloudSpace's host namespace. Every vCluster of a CloudSpace "
+        "shares its quota."
+    )
+)
+class VCluster(Node):
+    row: Private[vcluster_tables.VCluster]
     # Whether this answer selects `kubeconfig` too: its expiry is then that one's.
     with_kubeconfig: Private[bool]
-    name: str = strawberry.field(description="The vCluster's name (the CloudSpace's).")
-    ready: bool = strawberry.field(
+    id: strawberry.ID = strawberry.field(description="Opaque id (vc_…).")
+    name: str = strawberry.field(
+        description=(
+            "A DNS-1035 label of at most 52 characters, unique in its CloudSpace; the first "
+            "vCluster is named like the CloudSpace."
+        )
+    )
+    phase: CloudSpacePhase = strawberry.field(
+        description=(
+            "Where it stands: PENDING, PROVISIONING, INSTALLING_FLUX, READY, FAILED, or "
+            "DELETING (removeVCluster, or its CloudSpace being deleted)."
+        )
+    )
+    message: str | None = strawberry.field(
+        description="Why it is FAILED, what it waits for, or what its removal waits for."
+    )
+    created_at: datetime = strawberry.field(description="When it was added.")
+
+    @classmethod
+    def from_row(cls, row: vcluster_tables.VCluster, with_kubeconfig: bool = False) -> VCluster:
+        return cls(
+            row=row,
+            with_kubeconfig=with_kubeconfig,
+            id=strawberry.ID(row.id),
+            name=row.name,
+            phase=CloudSpacePhase(row.phase),
+            message=row.message,
+            created_at=row.created_at,
+        )
+
+    @strawberry.field(
         description=(
             "True once its API server answers and its tenant account exists (during "
             "INSTALLING_FLUX), until DELETING; kubeconfigs can be downloaded from then on."
         )
     )
+    async def ready(self, info: GraphInfo) -> bool:
+        cloud_space = await vcluster_reads.cloud_space_of(info.context, self.row)
+        return cloud_space is not None and vcluster_reads.ready(cloud_space, self.row)
+
+    @strawberry.field(description="The CloudSpace it belongs to.")
+    async def cloud_space(self, info: GraphInfo) -> CloudSpace | None:
+        row = await vcluster_reads.cloud_space_of(info.context, self.row)
+        return None if row is None else CloudSpace.from_row(row)
 
     @strawberry.field(
         description=(
             "Requires cloudspace:kubeconfig. A kubeconfig for the vCluster whose credential is "
             "a short-lived token (SPACEDOCK_KUBECONFIG_TTL_S, default 3600 s), never the admin "
-            "certificate. Null while the vCluster is not ready."
+            "certificate; its cluster, user and context are named after the CloudSpace and the "
+            "vCluster, so several files merge. Null while the vCluster is not ready."
         )
     )
     async def kubeconfig(self, info: GraphInfo) -> str | None:
-        minted = await cloudspace_reads.kubeconfig(info.context, self.row)
+        minted = await vcluster_reads.kubeconfig(info.context, self.row)
         return None if minted is None else minted.text
 
     @strawberry.field(
@@ -73,9 +117,7 @@ class VCluster:
         )
     )
     async def kubeconfig_expires_at(self, info: GraphInfo) -> datetime | None:
-        return await cloudspace_reads.kubeconfig_expiry(
-            info.context, self.row, self.with_kubeconfig
-        )
+        return await vcluster_reads.kubeconfig_expiry(info.context, self.row, self.with_kubeconfig)
 
 
 @strawberry.type(
@@ -88,9 +130,18 @@ class CloudSpace(Node):
     row: Private[tables.CloudSpace]
     id: strawberry.ID = strawberry.field(description="Opaque id (cs_…).")
     name: str = strawberry.field(description="A DNS-1123 label, unique in the org.")
-    phase: CloudSpacePhase = strawberry.field(description="Where it stands in its lifecycle.")
+    phase: CloudSpacePhase = strawberry.field(
+        description=(
+            "Where it stands in its lifecycle: through PROVISIONING and INSTALLING_FLUX step "
+            "by step, each step done once every vCluster is past it; READY once all are (and "
+            "while one added later comes up); FAILED when it or any vCluster failed."
+        )
+    )
     message: str | None = strawberry.field(
-        description="Why the CloudSpace is FAILED, or what blocks DELETING."
+        description=(
+            "Why the CloudSpace is FAILED (naming the vCluster when it is one of several), "
+            "what it waits for (a vCluster coming up or going), or what blocks DELETING."
+        )
     )
     quota: Quota = strawberry.field(
         description="What its workloads may request in all, across its namespaces."
@@ -128,17 +179,16 @@ class CloudSpace(Node):
         row = await info.context.loaders.space.load(self.row.host_space_id)
         return None if row is None else Space.from_row(row)
 
-    @strawberry.field(description="Its vClusters; one, named like the CloudSpace.")
-    def vclusters(self, info: GraphInfo) -> list[VCluster]:
+    @strawberry.field(
+        description=(
+            "Its vClusters, oldest first: the first is named like the CloudSpace; "
+            "addVCluster adds more."
+        )
+    )
+    async def vclusters(self, info: GraphInfo) -> list[VCluster]:
         with_kubeconfig = "kubeconfig" in selected(info._raw_info, [()], "VCluster")
-        return [
-            VCluster(
-                row=self.row,
-                with_kubeconfig=with_kubeconfig,
-                name=self.row.name,
-                ready=cloudspace_reads.ready(self.row),
-            )
-        ]
+        rows = await vcluster_reads.of_cloud_space(info.context, self.row)
+        return [VCluster.from_row(row, with_kubeconfig) for row in rows]
 
     @strawberry.field(
         description="The apps that run in it, oldest first. Needs app:view.",
@@ -203,10 +253,18 @@ class CloudSpace(Node):
         return CloudSpaceAdvisor.of(self.row.id, schedule)
 
 
-@strawberry.type(description="A phase or message change of a CloudSpace.")
+@strawberry.type(
+    description=(
+        "A phase or message change of a CloudSpace, or of one of its vClusters (then "
+        "vclusterId is set, and phase, previous and message are the vCluster's)."
+    )
+)
 class CloudSpaceEvent:
     row: Private[tables.CloudSpaceEvent]
     cloud_space_id: strawberry.ID = strawberry.field(description="The CloudSpace it is about.")
+    vcluster_id: strawberry.ID | None = strawberry.field(
+        description="The vCluster it is about; null for a change of the CloudSpace itself."
+    )
     previous: CloudSpacePhase | None = strawberry.field(
         description="The phase before; null for the first event."
     )
@@ -221,6 +279,7 @@ class CloudSpaceEvent:
         return cls(
             row=row,
             cloud_space_id=strawberry.ID(row.cloud_space_id),
+            vcluster_id=None if row.vcluster_id is None else strawberry.ID(row.vcluster_id),
             previous=None if row.previous is None else CloudSpacePhase(row.previous),
             phase=CloudSpacePhase(row.phase),
             message=row.message,
@@ -234,3 +293,16 @@ class CloudSpaceEvent:
     async def cloud_space(self, info: GraphInfo) -> CloudSpace | None:
         row = await info.context.loaders.cloud_space.load(self.row.cloud_space_id)
         return None if row is None else CloudSpace.from_row(row)
+
+    @strawberry.field(
+        description=(
+            "The vCluster as it is now, for a vCluster's change; null for the CloudSpace's "
+            "own, and once the vCluster is removed."
+        ),
+        extensions=needs("cloudspace:view"),
+    )
+    async def vcluster(self, info: GraphInfo) -> VCluster | None:
+        if self.row.vcluster_id is None:
+            return None
+        row = await info.context.loaders.vcluster.load(self.row.vcluster_id)
+        return None if row is None else VCluster.from_row(row)
