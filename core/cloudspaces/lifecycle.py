@@ -31,7 +31,8 @@ from core.spaces.clusters import credentials_for
 from core.spaces.statuses import CloudSpacePhase
 from db import cloudspaces as cloudspace_rows
 from db import owned
-from db.tables import CloudSpace, CloudSpaceEvent, Space
+from db.cloudspace_tables import CloudSpace, CloudSpaceEvent
+from db.tables import Space
 from providers.errors import ProviderError
 
 

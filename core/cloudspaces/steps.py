@@ -21,7 +21,7 @@ from core.cloudspaces.host_access import AdminReach, address, admin_reach, conne
 from core.common.errors import Problems
 from core.common.services import Services, Unit
 from db import cloudspaces as cloudspace_rows
-from db.tables import CloudSpace
+from db.cloudspace_tables import CloudSpace
 from providers import host as host_api
 from providers.cluster_credentials import ClusterCredentials
 

@@ -3,8 +3,13 @@
 from alembic import context
 from sqlmodel import SQLModel
 
-import db.admission_tables  # strict quota's tables, kept apart for length
-import db.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+# Every module of tables, each registering its own on SQLModel.metadata.
+import db.access_tables
+import db.admission_tables
+import db.advisor_tables
+import db.app_tables
+import db.cloudspace_tables
+import db.tables  # noqa: F401
 
 connection = context.config.attributes["connection"]
 context.configure(

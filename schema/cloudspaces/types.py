@@ -9,7 +9,7 @@ import strawberry
 from strawberry import Private
 
 from core.advisor.model import Severity
-from db import tables
+from db import cloudspace_tables
 from resolvers.advisor import fields as advice_fields
 from resolvers.apps import reads as app_reads
 from resolvers.cloudspaces import fields as cloudspace_reads
@@ -43,7 +43,7 @@ class Quota:
 
 @strawberry.type(description="A virtual cluster of a CloudSpace, with its own API server.")
 class VCluster:
-    row: Private[tables.CloudSpace]
+    row: Private[cloudspace_tables.CloudSpace]
     # Whether this answer selects `kubeconfig` too: its expiry is then that one's.
     with_kubeconfig: Private[bool]
     name: str = strawberry.field(description="The vCluster's name (the CloudSpace's).")
@@ -85,7 +85,7 @@ class VCluster:
     )
 )
 class CloudSpace(Node):
-    row: Private[tables.CloudSpace]
+    row: Private[cloudspace_tables.CloudSpace]
     id: strawberry.ID = strawberry.field(description="Opaque id (cs_…).")
     name: str = strawberry.field(description="A DNS-1123 label, unique in the org.")
     phase: CloudSpacePhase = strawberry.field(description="Where it stands in its lifecycle.")
@@ -104,7 +104,7 @@ class CloudSpace(Node):
     created_at: datetime = strawberry.field(description="When it was created.")
 
     @classmethod
-    def from_row(cls, row: tables.CloudSpace) -> CloudSpace:
+    def from_row(cls, row: cloudspace_tables.CloudSpace) -> CloudSpace:
         usage = None
         if row.usage_cpu is not None and row.usage_memory_mib is not None:
             usage = Quota(cpu=row.usage_cpu, memory_mib=row.usage_memory_mib)
@@ -205,7 +205,7 @@ class CloudSpace(Node):
 
 @strawberry.type(description="A phase or message change of a CloudSpace.")
 class CloudSpaceEvent:
-    row: Private[tables.CloudSpaceEvent]
+    row: Private[cloudspace_tables.CloudSpaceEvent]
     cloud_space_id: strawberry.ID = strawberry.field(description="The CloudSpace it is about.")
     previous: CloudSpacePhase | None = strawberry.field(
         description="The phase before; null for the first event."
@@ -217,7 +217,7 @@ class CloudSpaceEvent:
     at: datetime = strawberry.field(description="When it happened.")
 
     @classmethod
-    def from_row(cls, row: tables.CloudSpaceEvent) -> CloudSpaceEvent:
+    def from_row(cls, row: cloudspace_tables.CloudSpaceEvent) -> CloudSpaceEvent:
         return cls(
             row=row,
             cloud_space_id=strawberry.ID(row.cloud_space_id),
