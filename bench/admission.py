@@ -42,8 +42,9 @@ from core.common.events import InProcessBus  # noqa: E402
 from core.common.secrets import SecretBox  # noqa: E402
 from core.common.services import Services  # noqa: E402
 from core.spaces.health import HealthRule  # noqa: E402
+from db.cloudspace_tables import CloudSpace  # noqa: E402
 from db.engine import Database  # noqa: E402
-from db.tables import CloudSpace, Org, Space  # noqa: E402
+from db.tables import Org, Space  # noqa: E402
 from tests.support.server import Backend  # noqa: E402
 
 DEADLINE_S = 8.0

@@ -64,8 +64,8 @@ from core.orgs.bootstrap import create_token  # noqa: E402
 from core.spaces.health import HealthRule  # noqa: E402
 from core.spaces.lifecycle import RegisterSpaceRequest, register  # noqa: E402
 from db import advisor as advice_rows  # noqa: E402
+from db.cloudspace_tables import CloudSpace  # noqa: E402
 from db.engine import Database  # noqa: E402
-from db.tables import CloudSpace  # noqa: E402
 from resolvers.advisor import fields as advice_fields  # noqa: E402
 from resolvers.common.context import Context  # noqa: E402
 from resolvers.common.subscription_mode import SubscriptionMode  # noqa: E402

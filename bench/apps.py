@@ -69,8 +69,9 @@ from core.common.services import Services  # noqa: E402
 from core.orgs.bootstrap import create_token  # noqa: E402
 from core.spaces.health import HealthRule  # noqa: E402
 from core.spaces.lifecycle import RegisterSpaceRequest, register  # noqa: E402
+from db.app_tables import App, AppRevision  # noqa: E402
+from db.cloudspace_tables import CloudSpace  # noqa: E402
 from db.engine import Database  # noqa: E402
-from db.tables import App, AppRevision, CloudSpace  # noqa: E402
 from providers import host as host_api  # noqa: E402
 
 GIT = "https://git.example/bench.git"

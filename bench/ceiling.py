@@ -47,6 +47,7 @@ from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL  # noqa: E402
 from api.http_server import server_options  # noqa: E402
 from api.settings import Settings  # noqa: E402
 from schema.common.enums import Role, SpaceStatus  # noqa: E402
+from schema.common.scalars import CONFIG as SCALARS  # noqa: E402
 
 
 @strawberry.type
@@ -204,7 +205,10 @@ class Subscription:
             STORE.subscribers.discard(queue)
 
 
-schema = strawberry.Schema(query=Query, mutation=Mutation, subscription=Subscription)
+# spacedock's DateTime scalar (UTC, milliseconds, Z), so both answer the same bytes.
+schema = strawberry.Schema(
+    query=Query, mutation=Mutation, subscription=Subscription, config=SCALARS
+)
 
 
 class CeilingView(GraphQL[dict[str, Any], None]):

@@ -50,8 +50,8 @@ from core.common.services import Services  # noqa: E402
 from core.orgs.bootstrap import create_token  # noqa: E402
 from core.spaces.health import HealthRule  # noqa: E402
 from core.spaces.lifecycle import RegisterSpaceRequest, register  # noqa: E402
+from db.cloudspace_tables import CloudSpace, CloudSpaceEvent  # noqa: E402
 from db.engine import Database  # noqa: E402
-from db.tables import CloudSpace, CloudSpaceEvent  # noqa: E402
 
 STANDIN = """
 import json, sys

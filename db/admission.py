@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
 from db.admission_tables import AdmissionKey, QuotaReservation, WorkloadShape
-from db.tables import CloudSpace
+from db.cloudspace_tables import CloudSpace
 
 
 @dataclass(frozen=True)

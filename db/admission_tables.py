@@ -1,7 +1,6 @@
 """Strict quota's tables (issue 22): each vCluster's webhook key and observed usage, the
-pods admitted and not yet observed, and admitted workloads' pod shapes. Kept beside
-db/tables.py (whose CloudSpace they belong to) to keep each module short;
-db/migrations/env.py registers both."""
+pods admitted and not yet observed, and admitted workloads' pod shapes. Beside
+db/cloudspace_tables.py, whose CloudSpaces they belong to."""
 
 from __future__ import annotations
 
@@ -10,11 +9,8 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
-from db.tables import UtcDateTime
-
-
-def _time(nullable: bool = False) -> datetime:
-    return Field(sa_column=sa.Column(UtcDateTime(), nullable=nullable))  # type: ignore[no-any-return]
+import db.cloudspace_tables  # noqa: F401  (cloud_spaces, which their foreign keys name)
+from db.tables import utc_time
 
 
 def _big(primary_key: bool = False) -> int:
@@ -34,7 +30,7 @@ class AdmissionKey(SQLModel, table=True):
     observed_cpu_m: int = _big()
     observed_memory_bytes: int = _big()
     # When the pod list behind observed_* was asked for; None: never observed.
-    observed_at: datetime | None = _time(nullable=True)
+    observed_at: datetime | None = utc_time(nullable=True)
 
 
 class QuotaReservation(SQLModel, table=True):
@@ -54,7 +50,7 @@ class QuotaReservation(SQLModel, table=True):
     name: str
     cpu_m: int = _big()
     memory_bytes: int = _big()
-    made_at: datetime = _time()
+    made_at: datetime = utc_time()
 
 
 class WorkloadShape(SQLModel, table=True):

@@ -16,8 +16,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
+from db.advisor_tables import AdviceEvent, AdvisorExemption, AdvisorFinding
 from db.pages import Keyset, Order, Page, ordered_page
-from db.tables import AdviceEvent, AdvisorExemption, AdvisorFinding
 
 
 @dataclass(frozen=True)

@@ -21,17 +21,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
+from db.advisor_tables import AdviceEvent, AdvisorExemption, AdvisorFinding, AdvisorSchedule
+from db.app_tables import App, AppEvent
 from db.claims import WorkQueue
-from db.tables import (
-    AdviceEvent,
-    AdvisorExemption,
-    AdvisorFinding,
-    AdvisorSchedule,
-    App,
-    AppEvent,
-    CloudSpace,
-    CloudSpaceEvent,
-)
+from db.cloudspace_tables import CloudSpace, CloudSpaceEvent
 
 READY = "READY"
 _ready = sa.exists().where(

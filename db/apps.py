@@ -17,10 +17,10 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
+from db.app_tables import App, AppEvent, AppRevision
 from db.claims import WorkQueue
 from db.owned import storable
 from db.pages import Page, pages_by_parent
-from db.tables import App, AppEvent, AppRevision
 
 DELIVERY_QUEUE = WorkQueue(
     model=App,

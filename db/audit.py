@@ -9,9 +9,9 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
+from db.access_tables import AuditEvent
 from db.pages import Page, page
 from db.records import AuditWhere
-from db.tables import AuditEvent
 
 
 async def save(session: AsyncSession, event: AuditEvent) -> None:

@@ -19,9 +19,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
 from db.claims import WorkQueue
+from db.cloudspace_tables import CloudSpace, CloudSpaceEvent
 from db.pages import Keyset, Order, Page, ordered_page, substring_pattern
 from db.records import CloudSpaceWhere
-from db.tables import CloudSpace, CloudSpaceEvent, Space
+from db.tables import Space
 
 # The reconciler's work: CloudSpaces whose next attempt is due, leased while a worker runs.
 RECONCILE_QUEUE = WorkQueue(

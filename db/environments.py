@@ -7,13 +7,13 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from db.records import EnvironmentRecord
+from db.records import ENVIRONMENT_READ, EnvironmentRecord
 from db.tables import Environment
 
 _TABLE = Environment.__table__.c  # type: ignore[attr-defined]
 # Built once: building a statement costs more than running it (issue 12).
 _OF_SPACES = (
-    sa.select(*(_TABLE[name] for name in EnvironmentRecord._fields))
+    sa.select(*ENVIRONMENT_READ.columns)
     .where(_TABLE.space_id.in_(sa.bindparam("space_ids", expanding=True)))
     .order_by(_TABLE.id)
 )

@@ -14,8 +14,11 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
+from db.advisor_tables import AdviceEvent
+from db.app_tables import AppEvent
+from db.cloudspace_tables import CloudSpaceEvent
 from db.spaces import EVENTS_KEPT_PER_SPACE
-from db.tables import AdviceEvent, AppEvent, CloudSpaceEvent, SpaceStatusEvent
+from db.tables import SpaceStatusEvent
 
 
 async def latest_status_event_id(session: AsyncSession) -> int:

@@ -8,8 +8,9 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
+from db.access_tables import ApiToken, RoleDefinition
 from db.pages import Page, page
-from db.tables import ApiToken, Org, RoleDefinition
+from db.tables import Org
 
 
 async def org_by_name(session: AsyncSession, name: str) -> Org | None:

@@ -2,6 +2,13 @@
 columns in tuples, no ORM object to build and track; issue 12), the unions read-only code
 takes (a record or its ORM row), and the filters of list reads. No query lives here, so
 schema/ may name these without reaching the database (import-linter).
+
+A record is its table's columns, in the table's order, less the ones it names unread,
+then the links a read adds (`Read`): the SELECTs are built from `Read.columns` and nothing
+else, and tests/test_records.py holds each record to its table, names and types, so a
+column added to a table fails there until its record carries it or names it unread. The
+records stay declared (not made from the table at run time) so that mypy checks every
+field read on them.
 """
 
 from __future__ import annotations
@@ -9,9 +16,35 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from db.tables import CloudAccount, Space
+import sqlalchemy as sa
+from sqlmodel import SQLModel
+
+from db.tables import CloudAccount, Environment, Space, SpaceStatusEvent
+
+
+@dataclass(frozen=True)
+class Read:
+    """How `record` reads `table`: the table's columns in order, less `unread` (columns no
+    read shows, left out on purpose), then `links` (fields a read fills that are no column)."""
+
+    table: type[SQLModel]
+    record: type[tuple[Any, ...]]  # a NamedTuple
+    unread: frozenset[str] = frozenset()
+    links: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The record's column fields, as the SELECT lists them."""
+        fields = tuple(self.record.__annotations__)  # a NamedTuple's, in its order
+        return fields[: len(fields) - len(self.links)]
+
+    @property
+    def columns(self) -> tuple[sa.Column[Any], ...]:
+        """The table's columns the record holds, in its order: what a SELECT of it lists."""
+        table = sa.inspect(self.table).local_table
+        return tuple(table.c[name] for name in self.names)
 
 
 class CloudAccountRecord(NamedTuple):
@@ -27,6 +60,7 @@ class CloudAccountRecord(NamedTuple):
 
 
 CloudAccountRow = CloudAccount | CloudAccountRecord
+ACCOUNT_READ = Read(CloudAccount, CloudAccountRecord, unread=frozenset({"name_key"}))
 
 
 @dataclass(frozen=True)
@@ -83,6 +117,13 @@ class SpaceRecord(NamedTuple):
 
 
 SpaceRow = Space | SpaceRecord
+# The keys of uniqueness and the probe queue's position are the writers' business.
+SPACE_READ = Read(
+    Space,
+    SpaceRecord,
+    unread=frozenset({"name_key", "identity_key", "next_probe_at"}),
+    links=("account",),
+)
 
 
 class StatusEventRecord(NamedTuple):
@@ -98,14 +139,23 @@ class StatusEventRecord(NamedTuple):
     at: datetime
 
 
+# An event is read through its space, whose org is already known.
+STATUS_EVENT_READ = Read(SpaceStatusEvent, StatusEventRecord, unread=frozenset({"org_id"}))
+
+
 class EnvironmentRecord(NamedTuple):
     """An environment as a list read shows it: its columns in a tuple, no ORM object to
     build and track (issue 12: ORM rows were a tenth of a 100-space read's CPU)."""
 
     id: str
     name: str
-    namespace: str
     space_id: str
+    namespace: str
+
+
+ENVIRONMENT_READ = Read(
+    Environment, EnvironmentRecord, unread=frozenset({"org_id", "name_key", "created_at"})
+)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,9 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.admission_tables import AdmissionKey
-from db.tables import App, CloudAccount, CloudSpace, Space
+from db.app_tables import App
+from db.cloudspace_tables import CloudSpace
+from db.tables import CloudAccount, Space
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,15 @@ from db.pages import (
     read_page,
     substring_pattern,
 )
-from db.records import CloudAccountRecord, SpaceRecord, SpaceWhere, StatusEventRecord
+from db.records import (
+    ACCOUNT_READ,
+    SPACE_READ,
+    STATUS_EVENT_READ,
+    CloudAccountRecord,
+    SpaceRecord,
+    SpaceWhere,
+    StatusEventRecord,
+)
 from db.tables import CloudAccount, Space, SpaceStatusEvent, UtcDateTime
 
 EVENTS_KEPT_PER_SPACE = 1000
@@ -48,8 +56,8 @@ async def live_space_where(session: AsyncSession, org_id: str, **equal: str) -> 
     return (await session.scalars(query)).first()
 
 
-_SPACE_COLUMNS = SpaceRecord._fields[:-1]
-_ACCOUNT_COLUMNS = CloudAccountRecord._fields
+_SPACE_COLUMNS = SPACE_READ.columns
+_ACCOUNT_COLUMNS = ACCOUNT_READ.columns
 
 
 def _space_record(row: Sequence[Any]) -> SpaceRecord:
@@ -163,13 +171,13 @@ def _page_statements(
     with_accounts: bool,
 ) -> PageStatements:
     table = Space.__table__.c  # type: ignore[attr-defined]
-    query = _spaces_where(shape).with_only_columns(*(table[name] for name in _SPACE_COLUMNS))
+    query = _spaces_where(shape).with_only_columns(*_SPACE_COLUMNS)
     if with_accounts:
         accounts = CloudAccount.__table__.c  # type: ignore[attr-defined]
         query = query.outerjoin(
             CloudAccount.__table__,  # type: ignore[attr-defined]
             sa.and_(accounts.id == table.cloud_account_id, accounts.org_id == table.org_id),
-        ).add_columns(*(accounts[name] for name in _ACCOUNT_COLUMNS))
+        ).add_columns(*_ACCOUNT_COLUMNS)
     key = None if order_by is None else order_key(order_by)
     return PageStatements.of(query, col(Space.id), Order(key, descending), reads_from)
 
@@ -286,12 +294,12 @@ def _recent_events_statement() -> sa.Select[Any]:
         .label("rank")
     )
     ranked = (
-        sa.select(*(table[name] for name in StatusEventRecord._fields), rank)
+        sa.select(*STATUS_EVENT_READ.columns, rank)
         .where(table.space_id.in_(sa.bindparam("space_ids", expanding=True)))
         .subquery()
     )
     return (
-        sa.select(*(ranked.c[name] for name in StatusEventRecord._fields))
+        sa.select(*(ranked.c[name] for name in STATUS_EVENT_READ.names))
         .where(ranked.c.rank <= sa.bindparam("first"))
         .order_by(sa.desc(ranked.c.id))
     )

@@ -352,8 +352,8 @@ async def set_expiry(server: Server, token_id: str, expires_at: datetime) -> Non
     import sqlalchemy as sa
     from sqlmodel import col
 
+    from db.access_tables import ApiToken
     from db.engine import Database
-    from db.tables import ApiToken
 
     database = Database(server.backend.url)
     try:

@@ -15,8 +15,9 @@ from core.common.services import Services
 from core.spaces.health import HealthRule
 from db import admission as rows
 from db.admission_tables import QuotaReservation
+from db.cloudspace_tables import CloudSpace
 from db.engine import Database
-from db.tables import CloudSpace, Org, Space
+from db.tables import Org, Space
 from tests.support.server import Backend
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -31,8 +31,9 @@ from core.common.services import Services
 from core.orgs.bootstrap import create_token
 from core.spaces.health import HealthRule
 from core.spaces.lifecycle import RegisterSpaceRequest, register
+from db.advisor_tables import AdvisorFinding
+from db.cloudspace_tables import CloudSpace
 from db.engine import Database
-from db.tables import AdvisorFinding, CloudSpace
 from sim import workloads as w
 from sim.chat_standin import ChatStandIn
 from sim.host_standin import HostStandIn

@@ -23,8 +23,9 @@ from core.common.services import Services
 from core.orgs.bootstrap import create_token
 from core.spaces.health import HealthRule
 from core.spaces.lifecycle import RegisterSpaceRequest, register
+from db.advisor_tables import AdvisorFinding
+from db.cloudspace_tables import CloudSpace
 from db.engine import Database
-from db.tables import AdvisorFinding, CloudSpace
 from resolvers.common.context import Context
 from schema.build import schema
 from sim import workloads as w
@@ -171,7 +172,8 @@ async def test_an_app_change_or_a_cloudspace_ready_again_makes_its_run_due_now(
     from datetime import timedelta
 
     from db import advisor as advice_rows
-    from db.tables import AppEvent, CloudSpaceEvent
+    from db.app_tables import AppEvent
+    from db.cloudspace_tables import CloudSpaceEvent
 
     row = await cloud_space(world, "shop")
     other = await cloud_space(world, "quiet")

@@ -394,8 +394,10 @@ async def populate(org: Org, account_id: str, start: int, stop: int) -> None:
             await make.create_environment(org.editor, space["id"])
 
 
-async def statements_per_read(server: Server, org: Org) -> dict[str, int]:
-    """The fewest SQL statements each nested read took over three tries, the server quiet."""
+async def statements_per_read(
+    server: Server, org: Org, reads: dict[str, str] = NESTED_READS
+) -> dict[str, int]:
+    """The fewest SQL statements each read took over three tries, the server quiet."""
     deadline = time.monotonic() + 10
     quiet = server.metric("spacedock_sql_statements_total")
     while time.monotonic() < deadline:  # background work (first probes) settles first
@@ -405,7 +407,7 @@ async def statements_per_read(server: Server, org: Org) -> dict[str, int]:
             break
         quiet = now
     fewest = {}
-    for name, query in NESTED_READS.items():
+    for name, query in reads.items():
         counts = []
         for _ in range(3):
             before = server.metric("spacedock_sql_statements_total")
@@ -413,6 +415,27 @@ async def statements_per_read(server: Server, org: Org) -> dict[str, int]:
             counts.append(int(server.metric("spacedock_sql_statements_total") - before))
         fewest[name] = min(counts)
     return fewest
+
+
+async def test_a_page_answers_its_spaces_status_events_from_the_read_ahead(
+    server: Server, org: Org
+) -> None:
+    """statusEvents on a page of spaces costs one statement: every space's events read at
+    once in the page's own session and served as prepared answers, not through each
+    space's resolver and loader, which open a session of their own (at fd831df they did,
+    since the text rule on `first` counted as an extension that rules preparing out)."""
+    account = await make.create_cloud_account(org.admin)
+    await populate(org, account["id"], 0, 4)
+    page = "{ spaces(first: 100) { nodes { id environments { name } %s } } }"
+    counts = await statements_per_read(
+        server,
+        org,
+        {"without": page % "", "with": page % "statusEvents(first: 5) { status at }"},
+    )
+    assert counts["with"] == counts["without"] + 1, counts
+    spaces = (await org.viewer.data(page % "statusEvents(first: 5) { status }"))["spaces"]
+    assert len(spaces["nodes"]) == 4
+    assert all(space["statusEvents"] for space in spaces["nodes"]), "registrations are events"
 
 
 LINKS = """

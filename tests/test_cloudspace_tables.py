@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from core.common.ids import new_id
+from db.cloudspace_tables import CloudSpace
 from db.engine import Database
-from db.tables import CloudSpace
 from tests.conftest import Org
 from tests.support import factories as make
 from tests.support.server import Server

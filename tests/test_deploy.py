@@ -37,7 +37,8 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
-from api.settings import RETIRED, Settings
+from api.settings import Settings
+from api.settings_cloudspaces import RETIRED
 from core.common.secrets import SecretBox
 from providers import azure, gcp
 from sim.ports import free_port

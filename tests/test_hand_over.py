@@ -28,8 +28,8 @@ import pytest
 import websockets
 from websockets.typing import Subprotocol
 
+from db.cloudspace_tables import CloudSpace
 from db.engine import Database
-from db.tables import CloudSpace
 from sim.host_standin import HostStandIn
 from sim.kube_standin import KubeStandIn
 from tests.conftest import POSTGRES_URL

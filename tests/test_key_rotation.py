@@ -26,7 +26,7 @@ from core.common.reseal import reseal
 from core.common.secrets import SecretBox
 from core.common.services import Services
 from core.spaces.health import HealthRule
-from db import sealed, tables
+from db import app_tables, cloudspace_tables, sealed, tables
 from db.admission_tables import AdmissionKey
 from db.engine import Database
 from sim import clouds as cloud_standins
@@ -326,7 +326,7 @@ async def test_every_sealed_column_is_resealed(empty_backend: Backend) -> None:
             next_probe_at=now,
             created_at=now,
         ),
-        tables.CloudSpace(
+        cloudspace_tables.CloudSpace(
             id="cs_all",
             org_id="org_all",
             name="all",
@@ -337,7 +337,7 @@ async def test_every_sealed_column_is_resealed(empty_backend: Backend) -> None:
             next_attempt_at=now,
             created_at=now,
         ),
-        tables.App(
+        app_tables.App(
             id="app_all",
             org_id="org_all",
             name="all",

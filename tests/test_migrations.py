@@ -16,9 +16,14 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlmodel import SQLModel, col
 
-import db.admission_tables  # strict quota's tables, kept apart for length
+# Every module of tables, each registering its own on SQLModel.metadata.
+import db.access_tables
+import db.admission_tables
+import db.advisor_tables
+import db.app_tables
+import db.cloudspace_tables
 import db.tables
-import db.vcluster_tables  # noqa: F401  (a CloudSpace's vClusters)
+import db.vcluster_tables  # noqa: F401
 from db.engine import Database, alembic_config
 from db.tables import Org, Space
 from tests.conftest import POSTGRES_URL

@@ -19,8 +19,8 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import col
 
+from db.cloudspace_tables import CloudSpace, CloudSpaceEvent
 from db.engine import Database
-from db.tables import CloudSpace, CloudSpaceEvent
 from sim.host_standin import HostStandIn
 from tests.support.cloudspaces import CREATE, ONE, Platform, eventually, key, serve_platform
 from tests.support.server import Backend, Server

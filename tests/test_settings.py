@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from api.settings import Settings, SettingsError
+from api.settings import Settings
+from api.settings_values import SettingsError
 from sim.pki import CertificateAuthority
 
 

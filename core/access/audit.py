@@ -30,7 +30,7 @@ from core.common.rbac import CredentialKind, Viewer
 from core.common.refused_calls import SUMMARY_ACTION, Refusal, Summary
 from core.common.services import Services, Unit, utcnow
 from db import audit as repo
-from db.tables import AuditEvent
+from db.access_tables import AuditEvent
 
 REDACTED = "[redacted]"
 # Where a URL's authority (and so its userinfo) ends.

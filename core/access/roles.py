@@ -24,7 +24,7 @@ from core.common.rbac import ALL_POLICIES, SYSTEM_POLICIES, SYSTEM_ROLES, Custom
 from core.common.services import Unit
 from db import orgs as org_rows
 from db import owned
-from db.tables import RoleDefinition
+from db.access_tables import RoleDefinition
 
 MANAGE = "role:manage"
 # A custom role may not be named like a system role in any case or form (fullwidth too).

@@ -45,7 +45,7 @@ from core.common.rbac import CredentialKind, CustomRole, Viewer
 from core.common.services import Services, utcnow
 from core.common.token_cache import DEFAULT_TTL_S, LAPSE_MARGIN_S
 from db import owned
-from db.tables import RoleDefinition
+from db.access_tables import RoleDefinition
 
 log = logging.getLogger("spacedock.sessions")
 

@@ -19,7 +19,8 @@ from core.common.rbac import CredentialKind, CustomRole, Role, Viewer
 from core.common.services import Unit
 from db import orgs as org_rows
 from db import owned
-from db.tables import ApiToken, Org
+from db.access_tables import ApiToken
+from db.tables import Org
 
 PREFIX = "sdk_"
 MANAGE = "token:manage"

@@ -31,7 +31,7 @@ from core.common.loops import STOP_GRACE_S, Loop, LoopStats, describe, metric
 from core.common.services import Services
 from db import advisor as advice_rows
 from db import claims
-from db.tables import AdvisorFinding
+from db.advisor_tables import AdvisorFinding
 from providers.chat import ChatEndpoint, complete
 from providers.errors import PermanentError, ProviderError, TemporaryError, backoff_s
 

@@ -29,7 +29,8 @@ from core.common.rbac import Viewer
 from core.common.services import Unit
 from db import advisor as advice_rows
 from db import owned
-from db.tables import AdvisorExemption, AdvisorFinding, CloudSpace
+from db.advisor_tables import AdvisorExemption, AdvisorFinding
+from db.cloudspace_tables import CloudSpace
 
 MANAGE = "advice:manage"
 VIEW = "advice:view"

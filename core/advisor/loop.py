@@ -41,7 +41,7 @@ from core.common.loops import (
 from core.common.services import Services
 from db import advisor as advice_rows
 from db import claims, owned
-from db.tables import CloudSpace
+from db.cloudspace_tables import CloudSpace
 from providers.errors import ProviderError, backoff_s
 from providers.network import cluster_text
 

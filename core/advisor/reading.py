@@ -18,7 +18,7 @@ from core.cloudspaces.host_access import AdminReach, admin_reach, connect, targe
 from core.common.services import Services
 from core.spaces.clusters import credentials_for
 from db import cloudspaces as cloudspace_rows
-from db.tables import CloudSpace
+from db.cloudspace_tables import CloudSpace
 from providers import host as host_api
 from providers.errors import PermanentError, ProviderError
 

@@ -42,7 +42,7 @@ from core.common.loops import STOP_GRACE_S, Loop, LoopStats, describe, metric, s
 from core.common.services import Services, Unit
 from db import apps as app_rows
 from db import claims
-from db.tables import App, AppRevision
+from db.app_tables import App, AppRevision
 from providers.errors import ProviderError
 
 log = logging.getLogger("spacedock.delivery")

@@ -11,7 +11,7 @@ from core.common.events import APP_CHANGED
 from core.common.metrics import observe_app_revision
 from core.common.services import Unit
 from db import apps as app_rows
-from db.tables import App, AppEvent, AppRevision
+from db.app_tables import App, AppEvent, AppRevision
 
 
 class EventKind(StrEnum):

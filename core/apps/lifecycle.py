@@ -31,7 +31,7 @@ from core.spaces.clusters import credentials_for
 from core.spaces.statuses import SpaceStatus
 from db import apps as app_rows
 from db import owned
-from db.tables import App, AppRevision
+from db.app_tables import App, AppRevision
 from providers import host as host_api
 from providers.errors import ProviderError
 

@@ -13,7 +13,7 @@ from core.common.errors import UserErrors
 from core.common.rbac import Viewer
 from core.common.services import Services, Unit
 from db import apps as app_rows
-from db.tables import App
+from db.app_tables import App
 
 DELETING_MESSAGE = "removing its Flux objects (Flux prunes what they applied)"
 

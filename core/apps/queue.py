@@ -11,7 +11,7 @@ from core.apps.settings import MAX_TRIES
 from core.apps.writes import Written
 from core.common.services import Unit
 from db import apps as app_rows
-from db.tables import App, AppRevision
+from db.app_tables import App, AppRevision
 
 
 def reschedule(unit: Unit, app: App, seconds: float | None) -> None:

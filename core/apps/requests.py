@@ -16,7 +16,8 @@ from core.common.services import Unit
 from core.spaces.statuses import CloudSpacePhase
 from db import apps as app_rows
 from db import owned
-from db.tables import CloudSpace, Environment, Space
+from db.cloudspace_tables import CloudSpace
+from db.tables import Environment, Space
 
 DEFAULT_NAMESPACE = "default"
 # Helm names a release like its HelmRelease; longer than this it would be shortened.

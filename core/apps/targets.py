@@ -28,7 +28,9 @@ from core.spaces.clusters import credentials_for
 from core.spaces.environments import SPACE_DEREGISTERED
 from core.spaces.statuses import CloudSpacePhase, SpaceStatus
 from db import owned
-from db.tables import App, CloudSpace, Environment, Space
+from db.app_tables import App
+from db.cloudspace_tables import CloudSpace
+from db.tables import Environment, Space
 from providers.cluster_credentials import ClusterCredentials
 
 # A vCluster's admin access is read from the host again after this long (rotations show).

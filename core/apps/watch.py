@@ -43,7 +43,7 @@ from core.common.loops import STOP_GRACE_S, Loop, LoopStats, metric, seconds_unt
 from core.common.services import Services, Unit
 from db import apps as app_rows
 from db import claims
-from db.tables import App
+from db.app_tables import App
 from providers import host as host_api
 from providers.errors import ProviderError
 

@@ -25,7 +25,8 @@ from core.common.services import Services, Unit
 from db import cloudspaces as cloudspace_rows
 from db import orgs as org_rows
 from db import owned
-from db.tables import CloudSpace, Org, Space
+from db.cloudspace_tables import CloudSpace
+from db.tables import Org, Space
 
 log = logging.getLogger("spacedock.reconciler")
 

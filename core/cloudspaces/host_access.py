@@ -18,7 +18,7 @@ from core.cloudspaces import kubeconfigs
 from core.cloudspaces import settings as cloudspace_settings
 from core.cloudspaces import vclusters as vc
 from core.common.services import Services
-from db.tables import CloudSpace
+from db.cloudspace_tables import CloudSpace
 from db.vcluster_tables import VCluster
 from providers import host as host_api
 from providers.cluster_credentials import ClusterCredentials

@@ -28,7 +28,8 @@ from core.spaces.statuses import CloudSpacePhase
 from db import cloudspaces as cloudspace_rows
 from db import owned
 from db import vclusters as vcluster_rows
-from db.tables import CloudSpace, CloudSpaceEvent, Space
+from db.cloudspace_tables import CloudSpace, CloudSpaceEvent
+from db.tables import Space
 from db.vcluster_tables import VCluster
 
 

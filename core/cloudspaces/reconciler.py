@@ -60,7 +60,8 @@ from core.spaces.clusters import credentials_for
 from core.spaces.statuses import CloudSpacePhase
 from db import claims
 from db import cloudspaces as cloudspace_rows
-from db.tables import CloudSpace, Space
+from db.cloudspace_tables import CloudSpace
+from db.tables import Space
 from providers.errors import ProviderError, backoff_s, retry_after_s
 
 log = logging.getLogger("spacedock.reconciler")

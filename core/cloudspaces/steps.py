@@ -35,7 +35,7 @@ from core.spaces.statuses import CloudSpacePhase
 from db import admission as admission_rows
 from db import cloudspaces as cloudspace_rows
 from db import vclusters as vcluster_rows
-from db.tables import CloudSpace
+from db.cloudspace_tables import CloudSpace
 from db.vcluster_tables import VCluster
 from providers import host as host_api
 from providers.cluster_credentials import ClusterCredentials

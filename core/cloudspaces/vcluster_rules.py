@@ -29,7 +29,7 @@ from core.spaces.statuses import CloudSpacePhase
 from db import cloudspaces as cloudspace_rows
 from db import owned
 from db import vclusters as vcluster_rows
-from db.tables import CloudSpace
+from db.cloudspace_tables import CloudSpace
 from db.vcluster_tables import VCluster
 from providers.errors import ProviderError
 

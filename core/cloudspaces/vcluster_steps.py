@@ -22,7 +22,7 @@ from core.cloudspaces.outcomes import Done, Failed, Outcome, Wait
 from core.cloudspaces.vcluster_rules import Removal
 from core.common.services import Services, utcnow
 from db import admission as admission_rows
-from db.tables import CloudSpace
+from db.cloudspace_tables import CloudSpace
 from providers import host as host_api
 from providers.cluster_credentials import ClusterCredentials
 

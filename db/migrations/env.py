@@ -3,9 +3,14 @@
 from alembic import context
 from sqlmodel import SQLModel
 
-import db.admission_tables  # strict quota's tables, kept apart for length
+# Every module of tables, each registering its own on SQLModel.metadata.
+import db.access_tables
+import db.admission_tables
+import db.advisor_tables
+import db.app_tables
+import db.cloudspace_tables
 import db.tables
-import db.vcluster_tables  # noqa: F401  (a CloudSpace's vClusters, kept apart for length)
+import db.vcluster_tables  # noqa: F401
 
 connection = context.config.attributes["connection"]
 context.configure(

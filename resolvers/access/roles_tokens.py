@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from core.access import roles, tokens
 from core.common.rbac import Role
 from db import orgs as org_rows
+from db.access_tables import ApiToken
 from db.pages import Page
-from db.tables import ApiToken
 from resolvers.common.context import Context
 from resolvers.common.mutations import Outcome, run
 from resolvers.common.pagination import window

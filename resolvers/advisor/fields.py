@@ -21,8 +21,10 @@ from core.common.errors import ApiError
 from core.common.events import ADVICE_CHANGED
 from db import advice_reads
 from db.advice_reads import AdviceFilter
+from db.advisor_tables import AdvisorExemption, AdvisorFinding, AdvisorSchedule
+from db.app_tables import App
+from db.cloudspace_tables import CloudSpace
 from db.pages import Keyset, Page
-from db.tables import AdvisorExemption, AdvisorFinding, AdvisorSchedule, App, CloudSpace
 from resolvers.common.context import Context
 from resolvers.common.mutations import Outcome, run
 from resolvers.common.pagination import checked_first, position, with_cursors

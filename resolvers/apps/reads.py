@@ -13,8 +13,8 @@ from core.common.errors import ApiError
 from core.common.events import APP_CHANGED
 from core.common.services import utcnow
 from db import apps as app_rows
+from db.app_tables import App, AppEvent, AppRevision
 from db.pages import Page, page
-from db.tables import App, AppEvent, AppRevision
 from resolvers.common.context import Context
 from resolvers.common.pagination import window
 from resolvers.common.subscription_mode import SubscriptionMode

@@ -19,9 +19,10 @@ from core.common.rbac import Viewer
 from core.common.services import Unit
 from core.spaces.statuses import CloudSpacePhase
 from db import cloudspaces as cloudspace_rows
+from db.cloudspace_tables import CloudSpace, CloudSpaceEvent
 from db.pages import Order, Page
 from db.records import CloudSpaceWhere
-from db.tables import CloudSpace, CloudSpaceEvent, Space
+from db.tables import Space
 from resolvers.common.context import Context
 from resolvers.common.mutations import Outcome, run
 from resolvers.common.pagination import keyset, with_cursors

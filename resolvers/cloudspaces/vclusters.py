@@ -9,7 +9,7 @@ from core.cloudspaces import vcluster_rules
 from core.cloudspaces.host_access import MintedKubeconfig, expiry_if_minted_now
 from core.cloudspaces.kubeconfigs import ExecPlugin
 from core.common.errors import ApiError
-from db.tables import CloudSpace
+from db.cloudspace_tables import CloudSpace
 from db.vcluster_tables import VCluster
 from resolvers.common.context import Context
 from resolvers.common.mutations import Outcome, run

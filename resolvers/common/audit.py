@@ -21,9 +21,9 @@ from core.access import audit
 from core.access.audit import AuditCall
 from core.common.services import Unit
 from db import audit as repo
+from db.access_tables import AuditEvent
 from db.pages import Page
 from db.records import AuditWhere
-from db.tables import AuditEvent
 from resolvers.common.context import Context
 from resolvers.common.pagination import window
 

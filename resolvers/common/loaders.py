@@ -27,28 +27,14 @@ from db import advisor as advice_rows
 from db import apps as app_rows
 from db import spaces as space_rows
 from db import vclusters as vcluster_rows
+from db.access_tables import ApiToken, AuditEvent, RoleDefinition
 from db.advice_reads import AdviceFilter
+from db.advisor_tables import AdvisorExemption, AdvisorFinding, AdvisorSchedule
+from db.app_tables import App, AppEvent, AppRevision
+from db.cloudspace_tables import CloudSpace, CloudSpaceEvent
 from db.pages import Page, pages_by_parent
 from db.records import EnvironmentRecord, StatusEventRecord
-from db.tables import (
-    AdvisorExemption,
-    AdvisorFinding,
-    AdvisorSchedule,
-    ApiToken,
-    App,
-    AppEvent,
-    AppRevision,
-    AuditEvent,
-    CloudAccount,
-    CloudSpace,
-    CloudSpaceEvent,
-    ClusterGrant,
-    Environment,
-    Org,
-    RoleDefinition,
-    Space,
-    SpaceStatusEvent,
-)
+from db.tables import CloudAccount, ClusterGrant, Environment, Org, Space, SpaceStatusEvent
 from db.vcluster_tables import VCluster
 
 log = logging.getLogger("spacedock.loaders")

@@ -33,7 +33,7 @@ from strawberry.types import Info
 from strawberry.types.base import get_object_definition
 
 from core.access.audit import REDACTED, AuditCall, Via, without_userinfo
-from db import tables
+from db import access_tables
 from resolvers.common import audit
 from resolvers.common.context import Context
 from schema.common.enums import CredentialKind, contract_enum
@@ -167,7 +167,7 @@ contract_enum(
     "what a mutation does. Inputs are recorded without secrets."
 )
 class AuditEvent(Node):
-    row: strawberry.Private[tables.AuditEvent]
+    row: strawberry.Private[access_tables.AuditEvent]
     id: strawberry.ID = strawberry.field(description="The event's id; ids grow with time.")
     at: datetime = strawberry.field(description="When the call was made.")
     actor: str = strawberry.field(
@@ -206,7 +206,7 @@ class AuditEvent(Node):
     )
 
     @classmethod
-    def from_row(cls, row: tables.AuditEvent) -> AuditEvent:
+    def from_row(cls, row: access_tables.AuditEvent) -> AuditEvent:
         return cls(
             row=row,
             id=strawberry.ID(row.id),

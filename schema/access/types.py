@@ -8,7 +8,7 @@ import strawberry
 from strawberry import Private
 
 from core.access import roles as role_rules
-from db import tables
+from db import access_tables, tables
 from resolvers.access import roles_tokens as access_reads
 from schema.common.enums import (
     CredentialKind,
@@ -54,7 +54,7 @@ class RoleDefinition(Node):
     policies: list[str] = strawberry.field(description="The policies the role grants.")
 
     @classmethod
-    def from_row(cls, row: tables.RoleDefinition) -> RoleDefinition:
+    def from_row(cls, row: access_tables.RoleDefinition) -> RoleDefinition:
         return cls.from_domain(role_rules.view_of(row))
 
     @classmethod
@@ -71,7 +71,7 @@ class RoleDefinition(Node):
     description="An API token's metadata; the secret is shown once, by createApiToken."
 )
 class ApiToken(Node):
-    row: Private[tables.ApiToken]
+    row: Private[access_tables.ApiToken]
     id: strawberry.ID = strawberry.field(description="The token's id (revokeApiToken takes it).")
     name: str = strawberry.field(description="What the token is for, as its creator named it.")
     created_at: datetime = strawberry.field(description="When the token was created.")
@@ -86,7 +86,7 @@ class ApiToken(Node):
     )
 
     @classmethod
-    def from_row(cls, row: tables.ApiToken) -> ApiToken:
+    def from_row(cls, row: access_tables.ApiToken) -> ApiToken:
         return cls(
             row=row,
             id=strawberry.ID(row.id),

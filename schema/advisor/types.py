@@ -12,7 +12,7 @@ from strawberry import Private
 
 from core.advisor.findings import Change
 from core.advisor.model import Family, Rule, Severity
-from db import tables
+from db import advisor_tables
 from resolvers.advisor import fields as advice_reads
 from resolvers.advisor.fields import AdvicePage
 from schema.common.enums import contract_enum
@@ -93,7 +93,7 @@ class AdvisedObject:
     "its fingerprint (the rule and the object) until a run no longer finds it."
 )
 class AdvisorFinding(Node):
-    row: Private[tables.AdvisorFinding]
+    row: Private[advisor_tables.AdvisorFinding]
     id: strawberry.ID = strawberry.field(description="Opaque id (adv_…).")
     cloud_space_id: strawberry.ID = strawberry.field(description="The CloudSpace it is in.")
     rule_id: str = strawberry.field(description="The rule (advisorRules).")
@@ -136,7 +136,7 @@ class AdvisorFinding(Node):
     )
 
     @classmethod
-    def from_row(cls, row: tables.AdvisorFinding) -> AdvisorFinding:
+    def from_row(cls, row: advisor_tables.AdvisorFinding) -> AdvisorFinding:
         return cls(
             row=row,
             id=strawberry.ID(row.id),
@@ -208,7 +208,7 @@ class AdvisorFindingConnection(Connection[AdvisorFinding]):
 
 @strawberry.type(description="A rule the advisor does not run on one CloudSpace.")
 class AdvisorExemption:
-    row: Private[tables.AdvisorExemption]
+    row: Private[advisor_tables.AdvisorExemption]
     cloud_space_id: strawberry.ID = strawberry.field(description="The CloudSpace.")
     rule_id: str = strawberry.field(description="The rule not run there.")
     reason: str = strawberry.field(description="Why, as its author said.")
@@ -216,7 +216,7 @@ class AdvisorExemption:
     created_at: datetime = strawberry.field(description="When it was made.")
 
     @classmethod
-    def from_row(cls, row: tables.AdvisorExemption) -> AdvisorExemption:
+    def from_row(cls, row: advisor_tables.AdvisorExemption) -> AdvisorExemption:
         return cls(
             row=row,
             cloud_space_id=strawberry.ID(row.cloud_space_id),
@@ -245,7 +245,9 @@ class CloudSpaceAdvisor:
     )
 
     @classmethod
-    def of(cls, cloud_space_id: str, schedule: tables.AdvisorSchedule | None) -> CloudSpaceAdvisor:
+    def of(
+        cls, cloud_space_id: str, schedule: advisor_tables.AdvisorSchedule | None
+    ) -> CloudSpaceAdvisor:
         if schedule is None:
             return cls(
                 cloud_space_id=cloud_space_id,

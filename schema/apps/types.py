@@ -12,7 +12,7 @@ from strawberry import Private
 from core.advisor.model import Severity
 from core.apps import sources
 from core.apps.status import workloads_of
-from db import tables
+from db import app_tables
 from resolvers.advisor import fields as advice_fields
 from resolvers.apps import reads
 from schema.advisor.types import AdvisorFindingConnection
@@ -102,7 +102,7 @@ class Workload:
     "QUEUED → APPLYING → APPLIED → READY or FAILED, or DEAD_LETTERED."
 )
 class AppRevision(Node):
-    row: Private[tables.AppRevision]
+    row: Private[app_tables.AppRevision]
     id: strawberry.ID = strawberry.field(description="Opaque id (apprev_…).")
     number: int = strawberry.field(description="1 for the app's first revision, then up by one.")
     state: AppRevisionState = strawberry.field(description="Where its delivery stands.")
@@ -128,7 +128,7 @@ class AppRevision(Node):
     )
 
     @classmethod
-    def from_row(cls, row: tables.AppRevision) -> AppRevision:
+    def from_row(cls, row: app_tables.AppRevision) -> AppRevision:
         return cls(
             row=row,
             id=strawberry.ID(row.id),
@@ -164,7 +164,7 @@ class AppRevisionConnection(Connection[AppRevision]):
     "environment's namespace; every change is a revision."
 )
 class App(Node):
-    row: Private[tables.App]
+    row: Private[app_tables.App]
     id: strawberry.ID = strawberry.field(description="Opaque id (app_…).")
     name: str = strawberry.field(
         description="A DNS-1123 label of at most 53 characters, unique per target; its Flux "
@@ -201,7 +201,7 @@ class App(Node):
     created_at: datetime = strawberry.field(description="When it was created.")
 
     @classmethod
-    def from_row(cls, row: tables.App) -> App:
+    def from_row(cls, row: app_tables.App) -> App:
         return cls(
             row=row,
             id=strawberry.ID(row.id),
@@ -315,7 +315,7 @@ class AppConnection(Connection[App]):
 
 @strawberry.type(description="A change of an app's status or of one of its revisions.")
 class AppEvent:
-    row: Private[tables.AppEvent]
+    row: Private[app_tables.AppEvent]
     kind: AppEventKind = strawberry.field(description="What changed.")
     app_id: strawberry.ID = strawberry.field(description="The app it is about.")
     previous_status: AppStatus | None = strawberry.field(
@@ -333,7 +333,7 @@ class AppEvent:
     at: datetime = strawberry.field(description="When it happened.")
 
     @classmethod
-    def from_row(cls, row: tables.AppEvent) -> AppEvent:
+    def from_row(cls, row: app_tables.AppEvent) -> AppEvent:
         return cls(
             row=row,
             kind=AppEventKind(row.kind),

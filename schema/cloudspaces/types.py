@@ -9,7 +9,7 @@ import strawberry
 from strawberry import Private
 
 from core.advisor.model import Severity
-from db import tables, vcluster_tables
+from db import cloudspace_tables, vcluster_tables
 from resolvers.advisor import fields as advice_fields
 from resolvers.apps import reads as app_reads
 from resolvers.cloudspaces import vclusters as vcluster_reads
@@ -127,7 +127,7 @@ class VCluster(Node):
     )
 )
 class CloudSpace(Node):
-    row: Private[tables.CloudSpace]
+    row: Private[cloudspace_tables.CloudSpace]
     id: strawberry.ID = strawberry.field(description="Opaque id (cs_…).")
     name: str = strawberry.field(description="A DNS-1123 label, unique in the org.")
     phase: CloudSpacePhase = strawberry.field(
@@ -155,7 +155,7 @@ class CloudSpace(Node):
     created_at: datetime = strawberry.field(description="When it was created.")
 
     @classmethod
-    def from_row(cls, row: tables.CloudSpace) -> CloudSpace:
+    def from_row(cls, row: cloudspace_tables.CloudSpace) -> CloudSpace:
         usage = None
         if row.usage_cpu is not None and row.usage_memory_mib is not None:
             usage = Quota(cpu=row.usage_cpu, memory_mib=row.usage_memory_mib)
@@ -260,7 +260,7 @@ class CloudSpace(Node):
     )
 )
 class CloudSpaceEvent:
-    row: Private[tables.CloudSpaceEvent]
+    row: Private[cloudspace_tables.CloudSpaceEvent]
     cloud_space_id: strawberry.ID = strawberry.field(description="The CloudSpace it is about.")
     vcluster_id: strawberry.ID | None = strawberry.field(
         description="The vCluster it is about; null for a change of the CloudSpace itself."
@@ -275,7 +275,7 @@ class CloudSpaceEvent:
     at: datetime = strawberry.field(description="When it happened.")
 
     @classmethod
-    def from_row(cls, row: tables.CloudSpaceEvent) -> CloudSpaceEvent:
+    def from_row(cls, row: cloudspace_tables.CloudSpaceEvent) -> CloudSpaceEvent:
         return cls(
             row=row,
             cloud_space_id=strawberry.ID(row.cloud_space_id),

@@ -13,8 +13,9 @@ once per operation and then, per field:
 - a field whose answer was read ahead for its object (`prepared`, by field and
   arguments: see schema.engine.lookahead and prepare_spaces) is completed from that answer,
   without calling its resolver, once its view policies (`Needs`, its only extensions
-  allowed here) pass for the operation's caller; a field with other extensions, or one
-  the caller may not view, goes graphql-core's way, whose extensions refuse it;
+  allowed here besides the text rule on arguments that hold no text) pass for the
+  operation's caller; a field with other extensions, or one the caller may not view,
+  goes graphql-core's way, whose extensions refuse it;
 - anything else goes graphql-core's way, and so does any value that is missing, null
   where the schema forbids it, not coercible or of an unexpected type: errors, their
   paths and the null rules stay graphql-core's own (tests/test_executor.py).

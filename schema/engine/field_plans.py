@@ -10,17 +10,22 @@ from enum import Enum
 from typing import Any
 
 from graphql import (
+    GraphQLBoolean,
     GraphQLEnumType,
     GraphQLField,
+    GraphQLFloat,
+    GraphQLInt,
     GraphQLNonNull,
     GraphQLObjectType,
     GraphQLSchema,
+    get_named_type,
     is_leaf_type,
 )
 from graphql.execution.collect_fields import FieldDetailsList
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 from strawberry.types.field import StrawberryField
 
+from schema.engine.input_text import ArgumentText
 from schema.engine.policies import Needs
 
 # The attribute of a type whose objects may carry answers read ahead for some fields.
@@ -66,7 +71,7 @@ class FieldKind:
     coerce: Callable[[Any], Any] | None
     nullable: bool
     # The field's object may carry a prepared answer for it: the type has `prepared` and
-    # the field no extensions but view policies.
+    # the field no extensions but view policies (and the text rule where it checks nothing).
     preparable: bool
     # The view policies (Needs) a prepared answer is served under.
     needs: tuple[Needs, ...]
@@ -92,15 +97,32 @@ def _origin(named_type: Any) -> Any:
     return getattr(definition, "origin", None)
 
 
+# Argument types that hold no text and no id: the text rule (ArgumentText) has nothing
+# to check or make harmless in them.
+_TEXTLESS = (GraphQLInt, GraphQLFloat, GraphQLBoolean)
+
+
+def _checks_nothing(extension: object, field: GraphQLField) -> bool:
+    """The text rule on a field whose arguments are numbers, booleans or enums: a no-op."""
+    return isinstance(extension, ArgumentText) and all(
+        get_named_type(argument.type) in _TEXTLESS
+        or isinstance(get_named_type(argument.type), GraphQLEnumType)
+        for argument in field.args.values()
+    )
+
+
 def field_kind(parent_type: GraphQLObjectType, field: GraphQLField) -> FieldKind:
     origin = _origin(parent_type)
     definition = (field.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
     extensions = list(getattr(definition, "extensions", None) or ())
     needs = tuple(e for e in extensions if isinstance(e, Needs))
+    # statusEvents(first:) is guarded by the text rule like every field with arguments;
+    # counted as an extension that blocks, it sent every page's events back through their
+    # resolvers and loaders (twice the CPU of that read, bench/graphql_reads.py).
     preparable = (
         origin is not None
         and PREPARED in getattr(origin, "__dataclass_fields__", {})
-        and len(needs) == len(extensions)
+        and all(isinstance(e, Needs) or _checks_nothing(e, field) for e in extensions)
     )
     plain = isinstance(definition, StrawberryField) and definition.is_basic_field
     attribute = definition.python_name if plain and not field.args else None  # type: ignore[union-attr]
