@@ -11,6 +11,7 @@ over writes nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +24,7 @@ from db.cloudspace_tables import CloudSpace, CloudSpaceEvent
 from db.pages import Keyset, Order, Page, ordered_page, substring_pattern
 from db.records import CloudSpaceWhere
 from db.tables import Space
+from db.vcluster_tables import VCluster
 
 # The reconciler's work: CloudSpaces whose next attempt is due, leased while a worker runs.
 RECONCILE_QUEUE = WorkQueue(
@@ -94,22 +96,48 @@ async def count_on_space(session: AsyncSession, space_id: str) -> int:
     return int(await session.scalar(query) or 0)
 
 
+@dataclass(frozen=True)
+class Promised:
+    """What CloudSpaces on a host were promised: their quotas' sums, how many CloudSpaces,
+    and how many vClusters (each runs its own control plane and Flux on the host)."""
+
+    cpu: float
+    memory_mib: int
+    cloud_spaces: int
+    vclusters: int
+
+
 async def promised_on_host(
     session: AsyncSession, host_space_id: str, except_id: str | None, org_id: str | None = None
-) -> tuple[float, int, int]:
-    """(cpu, memory MiB, how many) promised to the CloudSpaces on the host, of any org (or
-    of `org_id`'s only), leaving out `except_id`."""
+) -> Promised:
+    """What the CloudSpaces on the host were promised, of any org (or of `org_id`'s only),
+    leaving out `except_id`."""
+    where = [col(CloudSpace.host_space_id) == host_space_id]
+    if except_id is not None:
+        where.append(col(CloudSpace.id) != except_id)
+    if org_id is not None:
+        where.append(col(CloudSpace.org_id) == org_id)
+    vclusters = (
+        sa.select(sa.func.count())
+        .select_from(VCluster)
+        .join(CloudSpace, col(CloudSpace.id) == col(VCluster.cloud_space_id))
+        .where(*where)
+        .scalar_subquery()
+    )
     query = sa.select(
         sa.func.coalesce(sa.func.sum(CloudSpace.cpu), 0.0),
         sa.func.coalesce(sa.func.sum(CloudSpace.memory_mib), 0),
         sa.func.count(),
-    ).where(col(CloudSpace.host_space_id) == host_space_id)
-    if except_id is not None:
-        query = query.where(col(CloudSpace.id) != except_id)
-    if org_id is not None:
-        query = query.where(col(CloudSpace.org_id) == org_id)
-    cpu, memory, count = (await session.execute(query)).one()
-    return float(cpu), int(memory), int(count)
+        vclusters,
+    ).where(*where)
+    cpu, memory, count, vcluster_count = (await session.execute(query)).one()
+    return Promised(float(cpu), int(memory), int(count), int(vcluster_count))
+
+
+async def vcluster_count(session: AsyncSession, cloud_space_id: str) -> int:
+    """How many vClusters the CloudSpace runs (those being removed too, until they are)."""
+    query = sa.select(sa.func.count()).where(col(VCluster.cloud_space_id) == cloud_space_id)
+    return int((await session.execute(query)).scalar_one())
 
 
 async def host_space(session: AsyncSession, space_id: str) -> Space | None:

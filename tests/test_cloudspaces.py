@@ -777,3 +777,46 @@ async def test_the_host_makes_room_for_each_vclusters_control_plane_and_flux(
         # 0.6 cores are left beside the control plane alone, none beside Flux's too: a
         # second vCluster would take the room the first one's Flux runs in.
         assert await ask("second", 0.1) == [(("input", "cpu"), "QUOTA_EXCEEDED")]
+
+
+async def test_an_added_vcluster_needs_room_for_its_control_plane_and_flux(
+    platform: Platform, tenant: Org
+) -> None:
+    # 4 cores: a CloudSpace of 1 core with one vCluster takes 2.1, a second vCluster 1.1
+    # more; 0.8 are left then, too little for a third or for another CloudSpace.
+    add = """
+    mutation($input: AddVClusterInput!) {
+      addVCluster(input: $input) { vcluster { id name } userErrors { field message code } }
+    }"""
+    names = "query($id: ID!) { cloudSpace(id: $id) { vclusters { name } } }"
+    with HostStandIn(nodes=[("4", "16Gi")]) as host:
+        space = await make.register_generic_space(
+            tenant.admin, name="room-host", server=host.url, ca=host.ca_pem, token=host.token
+        )
+        created = await tenant.editor.mutate(
+            CREATE,
+            {"input": {"name": "roomy", "hostSpaceId": space["id"], "cpu": 1, "memoryMiB": 64}},
+        )
+        assert created["userErrors"] == []
+        cloud_space_id = created["cloudSpace"]["id"]
+
+        second = await tenant.editor.mutate(
+            add, {"input": {"cloudSpaceId": cloud_space_id, "name": "second"}}
+        )
+        assert second["userErrors"] == []
+        third = await tenant.editor.mutate(
+            add, {"input": {"cloudSpaceId": cloud_space_id, "name": "third"}}
+        )
+        [refusal] = third["userErrors"]
+        assert (refusal["field"], refusal["code"]) == (["input", "cloudSpaceId"], "QUOTA_EXCEEDED")
+        assert refusal["message"].startswith(
+            "cpu 1 (+3.3 for its 3 vClusters' control planes and Flux) is more than this host"
+        ), refusal["message"]
+        assert third["vcluster"] is None
+        data = await tenant.viewer.data(names, {"id": cloud_space_id})
+        assert [v["name"] for v in data["cloudSpace"]["vclusters"]] == ["roomy", "second"]
+        another = await tenant.editor.mutate(
+            CREATE,
+            {"input": {"name": "other", "hostSpaceId": space["id"], "cpu": 0.1, "memoryMiB": 64}},
+        )
+        assert [e["code"] for e in another["userErrors"]] == ["QUOTA_EXCEEDED"]

@@ -134,6 +134,23 @@ async def test_the_longest_name_every_derived_object_takes_is_accepted(tenant: O
     assert [e["field"] for e in payload["userErrors"]] == [["input", "cpu"], ["input", "memoryMiB"]]
 
 
+async def test_the_audit_log_of_a_creation_never_names_the_platforms_host(
+    platform: Platform, tenant: Org
+) -> None:
+    # Refused (the module's host is full) after its host was found: the call's targets are
+    # what it named or made, never the platform's space it was checked against.
+    payload = await tenant.editor.mutate(
+        CREATE, {"input": {"name": "audited", "cpu": 0.5, "memoryMiB": 256}}
+    )
+    assert [e["code"] for e in payload["userErrors"]] == ["QUOTA_EXCEEDED", "QUOTA_EXCEEDED"]
+    audited = await tenant.admin.data(
+        "{ auditEvents(first: 20) { nodes { action outcome targetIds } } }"
+    )
+    [event] = [e for e in audited["auditEvents"]["nodes"] if e["action"] == "createCloudSpace"]
+    assert event == {"action": "createCloudSpace", "outcome": "QUOTA_EXCEEDED", "targetIds": []}
+    assert platform.host_id not in str(audited)
+
+
 async def test_a_host_of_another_org_is_not_found_and_viewers_cannot_create(
     platform: Platform, tenant: Org
 ) -> None:

@@ -64,52 +64,67 @@ async def check_capacity(
     memory_mib: int,
     capacity: Capacity,
     org_id: str,
+    adding_vcluster: bool = False,
 ) -> None:
-    """QUOTA_EXCEEDED when the host cannot give `cpu`/`memory_mib` (plus a vCluster's
-    overhead) beside what every other CloudSpace on it was promised, with theirs.
+    """QUOTA_EXCEEDED when the host cannot give `cpu`/`memory_mib` (plus each of its
+    vClusters' overhead: one for a new CloudSpace, those of `except_id` for one that
+    exists, one more when `adding_vcluster`) beside what every other CloudSpace on it was
+    promised, with theirs.
 
     The refusal names the ask and what `org_id`'s own other CloudSpaces there hold, never
     the host's size or what is free: that figure moves with other orgs' CloudSpaces and
     would tell any org about them (issue 18)."""
     settings = services.cloudspaces
-    promised_cpu, promised_memory, others = await cloudspace_rows.promised_on_host(
-        unit.session, host_space_id, except_id
+    others = await cloudspace_rows.promised_on_host(unit.session, host_space_id, except_id)
+    planes = (
+        1 if except_id is None else await cloudspace_rows.vcluster_count(unit.session, except_id)
     )
-    plane_cpu, plane_memory = settings.vcluster_overhead_cpu, settings.vcluster_overhead_memory_mib
-    left_cpu = capacity.cpu - promised_cpu - others * plane_cpu
-    left_memory = capacity.memory_mib - promised_memory - others * plane_memory
+    planes += int(adding_vcluster)
+    plane_cpu = planes * settings.vcluster_overhead_cpu
+    plane_memory = planes * settings.vcluster_overhead_memory_mib
+    left_cpu = capacity.cpu - others.cpu - others.vclusters * settings.vcluster_overhead_cpu
+    left_memory = (
+        capacity.memory_mib
+        - others.memory_mib
+        - others.vclusters * settings.vcluster_overhead_memory_mib
+    )
     short_cpu = cpu + plane_cpu > left_cpu + 1e-9
     short_memory = memory_mib + plane_memory > left_memory + 1e-9
     if not (short_cpu or short_memory):
         return
-    own_cpu, own_memory, own = await cloudspace_rows.promised_on_host(
-        unit.session, host_space_id, except_id, org_id
+    own = await cloudspace_rows.promised_on_host(unit.session, host_space_id, except_id, org_id)
+    overhead = (
+        "for the vCluster's control plane and Flux"
+        if planes == 1
+        else f"for its {planes} vClusters' control planes and Flux"
     )
     refusals = [
         (
             "cpu",
             short_cpu,
             f"cpu {number_text(cpu)} (+{number_text(plane_cpu)}",
-            f"{number_text(own_cpu)} cores",
+            f"{number_text(own.cpu)} cores",
         ),
         (
             "memoryMiB",
             short_memory,
             f"memoryMiB {memory_mib} (+{plane_memory}",
-            f"{own_memory} MiB",
+            f"{own.memory_mib} MiB",
         ),
     ]
     for field, short, asked, held in refusals:
         if not short:
             continue
+        if adding_vcluster:
+            field = "cloudSpaceId"  # addVCluster's input names no quota: the CloudSpace's
         yours = (
             "your org has no other CloudSpace there"
-            if own == 0
-            else f"your org's other CloudSpaces there ({own}) hold {held}"
+            if own.cloud_spaces == 0
+            else f"your org's other CloudSpaces there ({own.cloud_spaces}) hold {held}"
         )
         problems.add(
             [field],
-            f"{asked} for the vCluster's control plane and Flux) is more than this host can "
-            f"give now ({yours}); ask for less or free some of yours. What other orgs hold there is not shown.",
+            f"{asked} {overhead}) is more than this host can give now ({yours}); ask for "
+            "less or free some of yours. What other orgs hold there is not shown.",
             "QUOTA_EXCEEDED",
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from core.cloudspaces import lifecycle as rules
+from core.cloudspaces.capacity import Capacity, check_capacity
 from core.cloudspaces.host_access import MintedKubeconfig, tenant_kubeconfig
 from core.cloudspaces.kubeconfigs import ExecPlugin
 from core.cloudspaces.settings import MAX_VCLUSTER_NAME
@@ -30,6 +31,7 @@ from db import cloudspaces as cloudspace_rows
 from db import owned
 from db import vclusters as vcluster_rows
 from db.cloudspace_tables import CloudSpace
+from db.tables import Space
 from db.vcluster_tables import VCluster
 from providers.errors import ProviderError
 
@@ -109,8 +111,29 @@ async def _cloud_space_for_change(
     return locked
 
 
-async def add(unit: Unit, viewer: Viewer, cloud_space_id: str, name: str) -> VCluster:
-    """addVCluster: a new vCluster, PENDING, in the CloudSpace's host namespace."""
+async def addition_host(unit: Unit, viewer: Viewer, cloud_space_id: str) -> Space:
+    """The host a vCluster would be added on, its capacity to be read live before the
+    addition's own transaction; NOT_FOUND for a CloudSpace the caller cannot see."""
+    viewer.require("cloudspace:create")
+    row = await owned.by_id(unit.session, CloudSpace, viewer.org_id, cloud_space_id)
+    host = (
+        None if row is None else await cloudspace_rows.host_space(unit.session, row.host_space_id)
+    )
+    if host is None:
+        raise UserErrors.one(["input", "cloudSpaceId"], "no such CloudSpace", "NOT_FOUND")
+    return host
+
+
+async def add(
+    unit: Unit,
+    services: Services,
+    viewer: Viewer,
+    cloud_space_id: str,
+    name: str,
+    capacity: Capacity,
+) -> VCluster:
+    """addVCluster: a new vCluster, PENDING, in the CloudSpace's host namespace, when the
+    host has room for its control plane and Flux beside every other CloudSpace's."""
     viewer.require("cloudspace:create")
     problems = Problems("input")
     cloud_space = await _cloud_space_for_change(
@@ -121,6 +144,19 @@ async def add(unit: Unit, viewer: Viewer, cloud_space_id: str, name: str) -> VCl
     taken = [v.name for v in await vcluster_rows.of_cloud_space(unit.session, cloud_space.id)]
     if (problem := name_problem(name, taken)) is not None:
         raise UserErrors.one(["input", "name"], problem[0], problem[1])
+    await check_capacity(
+        unit,
+        services,
+        problems,
+        cloud_space.host_space_id,
+        cloud_space.id,
+        cloud_space.cpu,
+        cloud_space.memory_mib,
+        capacity,
+        viewer.org_id,
+        adding_vcluster=True,
+    )
+    problems.raise_if_any()
     row = rules.new_vcluster(unit, cloud_space, name)
     await vcluster_rows.add(unit.session, row)
     await rules.record_phase(unit, cloud_space, None, row.phase, None, vcluster_id=row.id)

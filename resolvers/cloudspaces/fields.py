@@ -24,7 +24,7 @@ from db.pages import Order, Page
 from db.records import CloudSpaceWhere
 from db.tables import Space
 from resolvers.common.context import Context
-from resolvers.common.mutations import Outcome, run
+from resolvers.common.mutations import Outcome, T, run
 from resolvers.common.pagination import keyset, with_cursors
 from resolvers.common.subscription_mode import SubscriptionMode
 
@@ -74,16 +74,19 @@ async def page(
     return with_cursors(found, "CloudSpace", order)
 
 
-async def _with_capacity(
+async def with_capacity(
     context: Context,
     check: Callable[[Unit, Viewer], Awaitable[Space]],
-    write: Callable[[Unit, Viewer, host_capacity.Capacity], Awaitable[CloudSpace]],
-) -> Outcome[CloudSpace]:
+    write: Callable[[Unit, Viewer, host_capacity.Capacity], Awaitable[T]],
+) -> Outcome[T]:
     """`check` gives the host; its capacity is read outside any transaction; `write`
-    then decides with it in a transaction of its own."""
-    host, refused = await run(context, check)
-    if host is None:
-        return None, refused
+    then decides with it in a transaction of its own. The check is no effect of the call:
+    it is not audited, so the host (perhaps the platform's) is never one of its targets."""
+    try:
+        async with context.services.read() as session:
+            host = await check(Unit(session), context.caller)
+    except UserErrors as refused:
+        return None, refused.errors
     try:
         capacity = await host_capacity.capacity_for_request(context.services, host)
     except UserErrors as refused:
@@ -93,7 +96,7 @@ async def _with_capacity(
 
 async def create(context: Context, request: cloudspaces.CreateRequest) -> Outcome[CloudSpace]:
     services = context.services
-    return await _with_capacity(
+    return await with_capacity(
         context,
         lambda unit, viewer: cloudspaces.creation_host(unit, services, viewer, request),
         lambda unit, viewer, capacity: cloudspaces.create(
@@ -106,7 +109,7 @@ async def update_quota(
     context: Context, cloud_space_id: str, cpu: float, memory_mib: int
 ) -> Outcome[CloudSpace]:
     services = context.services
-    return await _with_capacity(
+    return await with_capacity(
         context,
         lambda unit, viewer: cloudspaces.resize_host(unit, viewer, cloud_space_id, cpu, memory_mib),
         lambda unit, viewer, capacity: cloudspaces.resize(

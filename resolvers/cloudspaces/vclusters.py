@@ -11,6 +11,7 @@ from core.cloudspaces.kubeconfigs import ExecPlugin
 from core.common.errors import ApiError
 from db.cloudspace_tables import CloudSpace
 from db.vcluster_tables import VCluster
+from resolvers.cloudspaces.fields import with_capacity
 from resolvers.common.context import Context
 from resolvers.common.mutations import Outcome, run
 
@@ -56,8 +57,13 @@ async def kubeconfig_expiry(
 
 
 async def add(context: Context, cloud_space_id: str, name: str) -> Outcome[VCluster]:
-    return await run(
-        context, lambda unit, viewer: vcluster_rules.add(unit, viewer, cloud_space_id, name)
+    services = context.services
+    return await with_capacity(
+        context,
+        lambda unit, viewer: vcluster_rules.addition_host(unit, viewer, cloud_space_id),
+        lambda unit, viewer, capacity: vcluster_rules.add(
+            unit, services, viewer, cloud_space_id, name, capacity
+        ),
     )
 
 
