@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from sim import clouds as cloud_standins
+from tests.support.chromium import chromium_available
 from tests.support.graphql import GraphQL
-from tests.support.server import STARTED, Backend, Server, mint_token
+from tests.support.server import REPO, STARTED, Backend, Server, mint_token
 from tests.support.tcp_proxy import TcpProxy
 
 POSTGRES_URL = os.environ.get("SPACEDOCK_TEST_DATABASE_URL")
@@ -159,3 +161,17 @@ async def org(server: Server) -> Org:
 @pytest.fixture
 async def other_org(server: Server) -> Org:
     return await new_org(server, "rival")
+
+
+@pytest.fixture(scope="session")
+def chromium() -> None:
+    """Debian's headless Chromium, installed by `make browser` when missing (root and the
+    mirror needed); without it a browser test fails in CI and is skipped elsewhere."""
+    if not chromium_available():
+        subprocess.run(["make", "browser"], cwd=REPO, check=False, capture_output=True)
+    if chromium_available():
+        return
+    reason = "Debian's chromium is not installed and `make browser` could not install it"
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -28,8 +26,8 @@ from websockets.exceptions import ConnectionClosed
 from sim.ports import HeldPort
 from tests.conftest import Org
 from tests.support import factories as make
-from tests.support.chromium import Chromium, chromium_available
-from tests.support.server import REPO, Server
+from tests.support.chromium import Chromium, serve_page
+from tests.support.server import Server
 
 ALLOWED_PORT = HeldPort()
 ALLOWED = f"http://127.0.0.1:{ALLOWED_PORT.number}"
@@ -266,32 +264,6 @@ async def test_a_websocket_from_an_origin_not_listed_is_closed_with_the_reason(
 # -- a real browser -------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def chromium() -> None:
-    if not chromium_available():
-        subprocess.run(["make", "browser"], cwd=REPO, check=False, capture_output=True)
-    if chromium_available():
-        return
-    reason = "Debian's chromium is not installed and `make browser` could not install it"
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
-async def serve_page(port: HeldPort) -> web.AppRunner:
-    """The dashboard page, served on 127.0.0.1:port: another origin than the API's."""
-    app = web.Application()
-
-    async def index(request: web.Request) -> web.Response:
-        return web.Response(text=PAGE, content_type="text/html")
-
-    app.router.add_get("/", index)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await port.site(runner).start()
-    return runner
-
-
 @pytest.fixture
 async def browser(chromium: None, tmp_path: Path) -> AsyncIterator[Chromium]:
     async with Chromium(tmp_path / "profile") as opened:
@@ -299,7 +271,7 @@ async def browser(chromium: None, tmp_path: Path) -> AsyncIterator[Chromium]:
 
 
 async def open_dashboard(browser: Chromium, port: HeldPort) -> web.AppRunner:
-    runner = await serve_page(port)
+    runner = await serve_page(port, PAGE)
     await browser.open(f"http://127.0.0.1:{port.number}/")
     await browser.wait_for("typeof window.listen === 'function'")
     return runner

@@ -29,7 +29,7 @@ from aiohttp import web
 from sim.ports import HeldPort
 from tests.conftest import Org
 from tests.support import factories as make
-from tests.support.chromium import Chromium, chromium_available
+from tests.support.chromium import Chromium
 from tests.support.live import subscribers, subscribers_reach
 from tests.support.server import REPO, Server
 
@@ -78,14 +78,6 @@ def tools() -> Path:
         if made.returncode != 0:
             needed(f"`make frontend` could not install the client libraries: {made.stderr}")
     return TOOLS
-
-
-@pytest.fixture(scope="module")
-def chromium() -> None:
-    if not chromium_available():
-        subprocess.run(["make", "browser"], cwd=REPO, check=False, capture_output=True)
-    if not chromium_available():
-        needed("Debian's chromium is not installed and `make browser` could not install it")
 
 
 def bundle(tools: Path, directory: Path, source: str, name: str) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -21,7 +20,7 @@ import pytest
 
 from api import graphiql
 from tests.conftest import Org
-from tests.support.chromium import Chromium, chromium_available
+from tests.support.chromium import Chromium
 from tests.support.factories import register_generic_space
 from tests.support.server import REPO, Server
 
@@ -51,19 +50,6 @@ def graphiql_assets() -> None:
     """The server mounts the assets only if they exist when it starts: install them first."""
     if not graphiql.ASSETS.is_dir():
         subprocess.run(["make", "graphiql"], cwd=REPO, check=True, capture_output=True)
-
-
-@pytest.fixture(scope="module")
-def chromium() -> None:
-    if not chromium_available():
-        # Debian's package, as `make test` installs it; this needs root and the mirror.
-        subprocess.run(["make", "browser"], cwd=REPO, check=False, capture_output=True)
-    if chromium_available():
-        return
-    reason = "Debian's chromium is not installed and `make browser` could not install it"
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
 
 
 @pytest.fixture

@@ -24,7 +24,9 @@ import pytest
 import yaml
 
 from sim.host_standin import HostStandIn, VClusterApi
+from sim.ports import HeldPort
 from tests.conftest import Org
+from tests.support.chromium import Chromium, serve_page
 from tests.support.cloudspaces import (
     LIST,
     Platform,
@@ -39,6 +41,23 @@ from tests.support.server import Backend
 
 TTL_S = 900
 ORIGIN = "http://app.example:5173"
+# A page's origin on loopback, for the browser's own reading of the route.
+PAGE_PORT = HeldPort()
+PAGE_ORIGIN = f"http://127.0.0.1:{PAGE_PORT.number}"
+PAGE = """<!doctype html>
+<html><head><title>cards</title></head><body><script>
+window.download = async (url, token) => {
+  const response = await fetch(url, {headers: {"Authorization": "Bearer " + token}});
+  const body = await response.text();
+  return {
+    status: response.status,
+    expiresAt: response.headers.get("X-Kubeconfig-Expires-At"),
+    disposition: response.headers.get("Content-Disposition"),
+    body: response.status === 200 ? body.slice(0, 10) : JSON.parse(body),
+  };
+};
+</script></body></html>
+"""
 TOKEN_REQUESTS = {"verb": "create", "resource": "serviceaccounts/token"}
 CARD = """
 query($id: ID!) {
@@ -62,7 +81,10 @@ def platform(
     backend: Backend, host: HostStandIn, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Platform]:
     log_path = Path(tmp_path_factory.mktemp("server")) / "server.log"
-    env = {"SPACEDOCK_KUBECONFIG_TTL_S": str(TTL_S), "SPACEDOCK_CORS_ORIGINS": ORIGIN}
+    env = {
+        "SPACEDOCK_KUBECONFIG_TTL_S": str(TTL_S),
+        "SPACEDOCK_CORS_ORIGINS": f"{ORIGIN}, {PAGE_ORIGIN}",
+    }
     yield from serve_platform(backend, host, log_path, env)
 
 
@@ -337,3 +359,29 @@ async def test_the_route_names_its_file_for_browsers_and_refuses_what_it_cannot_
         credential, headers={"Authorization": f"Bearer {tenant.tokens['viewer']}"}
     )
     assert await asyncio.to_thread(status_of, denied) == 403
+
+
+async def test_a_page_on_another_origin_reads_the_expiry_and_a_refusals_reason(
+    platform: Platform, tenant: Org, chromium: None, tmp_path: Path
+) -> None:
+    cloud_space = await ready_cloud_space(tenant, "page", 1, 1024)
+    url = json.dumps(
+        f"{platform.server.base}/api/v1/cloudspaces/{cloud_space['id']}/vclusters/page/kubeconfig"
+    )
+    runner = await serve_page(PAGE_PORT, PAGE)
+    try:
+        async with Chromium(tmp_path / "profile") as browser:
+            await browser.open(f"{PAGE_ORIGIN}/")
+            await browser.wait_for("typeof window.download === 'function'")
+            token = json.dumps(tenant.tokens["editor"])
+            got = await browser.evaluate(f"window.download({url}, {token})")
+            refused = await browser.evaluate(f"window.download({url}, 'sdk_gone')")
+    finally:
+        await runner.cleanup()
+    assert got["status"] == 200 and got["body"].startswith("apiVersion"), got
+    expires = datetime.fromisoformat(got["expiresAt"].replace("Z", "+00:00"))
+    assert timedelta(0) < expires - datetime.now(UTC) <= timedelta(seconds=TTL_S)
+    assert got["disposition"].startswith("attachment; filename=")
+    assert refused["status"] == 401
+    assert refused["body"]["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+    assert refused["body"]["errors"][0]["message"] == "Unknown API token."

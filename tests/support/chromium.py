@@ -20,7 +20,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from aiohttp import web
 from websockets.asyncio.client import ClientConnection, connect
+
+from sim.ports import HeldPort
 
 CHROMIUM = "/usr/bin/chromium"
 STARTUP_S = 30.0
@@ -241,3 +244,17 @@ class Chromium:
     async def screenshot(self, path: Path) -> None:
         shot = await self.call("Page.captureScreenshot", {"format": "png"})
         await asyncio.to_thread(path.write_bytes, base64.b64decode(shot["data"]))
+
+
+async def serve_page(port: HeldPort, html: str) -> web.AppRunner:
+    """`html` served at / on 127.0.0.1:port: an origin other than the API's."""
+    app = web.Application()
+
+    async def index(request: web.Request) -> web.Response:
+        return web.Response(text=html, content_type="text/html")
+
+    app.router.add_get("/", index)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await port.site(runner).start()
+    return runner
