@@ -23,9 +23,10 @@ What a test registers (`host.flux`, a `Flux`; callable from any thread):
   answering. A URL never registered is unknown (`no such host`). Nothing is fetched
   from the network: every remote lives in memory, so tests stay on loopback.
 
-What the controllers do with the objects of a cluster (reconciled on every change
-anywhere in the stand-in, not on `interval` timers; `suspend: true` leaves an object
-alone; `reconcile.fluxcd.io/requestedAt` is copied to `status.lastHandledReconcileAt`):
+What the controllers do with the objects of a cluster (reconciled when they change or
+something their last reconcile read changes, sim/flux_schedule.py, not on `interval`
+timers; `suspend: true` leaves an object alone; `reconcile.fluxcd.io/requestedAt` is
+copied to `status.lastHandledReconcileAt`):
 
 * GitRepository, OCIRepository, HelmRepository: Ready=True `Succeeded` with
   `status.artifact` (revision `main@sha1:<40 hex>`, `<tag>@sha256:<hex>`,
@@ -85,7 +86,7 @@ Helm tests, rollbacks and drift detection, post-renderers, kustomize patches,
 components and variable substitution (a Kustomization that asks for them fails with
 BuildFailed saying so), `serviceAccountName` impersonation, verification (cosign),
 finalizers (deletion is immediate). Real controllers answer on intervals and retry
-with backoff; these answer as soon as anything changes.
+with backoff; these answer as soon as anything they depend on changes.
 """
 
 from __future__ import annotations
@@ -109,8 +110,9 @@ import yaml
 
 from sim import vcluster_chart
 from sim.flux_manifests import CONTROLLER_OF, NAMESPACE, flux_install
+from sim.flux_schedule import RESOLVED, Schedule
 from sim.kube_admission import UserInfo
-from sim.kube_api import ApiRequest, KubeApi, Obj, Resource, now_text
+from sim.kube_api import READS, ApiRequest, KubeApi, Obj, Resource, now_text
 
 T = TypeVar("T")
 
@@ -137,6 +139,7 @@ PLURALS = {
     "HelmRelease": (HELM_GROUP, "helmreleases"),
     "Kustomization": (KUSTOMIZE_GROUP, "kustomizations"),
 }
+KIND_OF = {where: kind for kind, where in PLURALS.items()}
 DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
 FIRST_STAGE = ("CustomResourceDefinition", "Namespace")
 RETRY_S = 0.05  # between a failed Helm action and its remediation retry
@@ -494,9 +497,16 @@ class ClusterFlux:
     def __init__(self, flux: Flux, api: KubeApi, *, installed: bool) -> None:
         self.flux, self.api, self.installed = flux, api, installed
         self._done: dict[tuple[str, str, str], Any] = {}  # what was last applied, per object
-        self._deadlines: dict[tuple[str, str, str], float] = {}
-        api.listeners.append(flux.changed)
+        api.listeners.append(self._touched)
         api.deletion_listeners.append(self._deleted)
+
+    def _touched(self, resource: Resource | None, namespace: str, name: str) -> None:
+        self.flux.touched(self, resource, namespace, name)
+
+    def wake(self, key: tuple[str, str, str]) -> None:
+        """Reconcile this object (kind, namespace, name) soon: its timer fired."""
+        self.flux.schedule.wake(self, *key)
+        self.flux._schedule()
 
     def running(self, controller: str) -> bool:
         if self.installed:
@@ -509,33 +519,42 @@ class ClusterFlux:
         version = {"HelmRelease": "v2"}.get(kind, "v1")
         return self.api.resources.get((group, version, plural))
 
-    def objects(self, kind: str) -> list[tuple[Resource, Obj]]:
-        group, plural = PLURALS[kind]
-        stored = self.api._store.get((group, plural))
-        resource = self._resource(kind) if stored else None
-        if resource is None or not stored:
-            return []
-        return [(resource, obj) for _, obj in sorted(stored.items())]
-
-    async def reconcile(self) -> None:
+    async def reconcile(self, everything: bool) -> None:
+        """One pass over the objects due (flux_schedule.py), kind by kind in KIND_ORDER
+        so a source written in this pass is read by what uses it in the same pass."""
+        every = self.flux.schedule.whole(self) or everything
         for kind in KIND_ORDER:
-            found = self.objects(kind)
-            if not found or not self.running(CONTROLLER_OF[kind]):
+            group, plural = PLURALS[kind]
+            stored = self.api._store.get((group, plural)) or {}
+            due = self.flux.schedule.take(self, kind, every, stored)
+            resource = self._resource(kind)
+            if resource is None:
                 continue
-            for resource, obj in found:
-                current = self.api._find(
-                    resource, obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
-                )
-                if current is None or current["metadata"]["uid"] != obj["metadata"]["uid"]:
-                    continue
-                if (current.get("spec") or {}).get("suspend"):
-                    continue
-                try:
-                    await self._reconcile(kind, resource, current)
-                except Exception:  # a stand-in bug must be loud, never a silent pass
-                    self.flux.errors.append(traceback.format_exc())
+            for namespace, name in due:
+                await self._visit(kind, resource, namespace, name)
+
+    async def _visit(self, kind: str, resource: Resource, namespace: str, name: str) -> None:
+        """Reconcile one object, recording what it reads: a change to any of it wakes it."""
+        reads: set[tuple[Any, ...]] = set()
+        token = READS.set(reads)
+        try:
+            if not self.running(CONTROLLER_OF[kind]):
+                return  # woken when the controller's Deployment changes
+            current = self.api._find(resource, namespace, name)
+            if current is None:
+                reads.clear()
+                return
+            if (current.get("spec") or {}).get("suspend"):
+                return
+            await self._reconcile(kind, resource, current)
+        except Exception:  # a stand-in bug must be loud, never a silent pass
+            self.flux.errors.append(traceback.format_exc())
+        finally:
+            READS.reset(token)
+            self.flux.schedule.record((self, kind, namespace, name), reads)
 
     async def _reconcile(self, kind: str, resource: Resource, obj: Obj) -> None:
+        self.flux.reconciled += 1
         key = (kind, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
         switch = self.flux.switch(*key)
         if switch is not None:
@@ -914,11 +933,15 @@ class Applier:
         query = {"fieldManager": self.manager, "force": "true"}
         if dry_run:
             query["dryRun"] = "All"
-        answer = await self.cluster.api.serve(
-            ApiRequest(
-                "PATCH", path, query, APPLY_TYPE, json.dumps(obj).encode(), self.cluster.user
+        token = READS.set(None)  # what the API server reads to answer is not Flux's input
+        try:
+            answer = await self.cluster.api.serve(
+                ApiRequest(
+                    "PATCH", path, query, APPLY_TYPE, json.dumps(obj).encode(), self.cluster.user
+                )
             )
-        )
+        finally:
+            READS.reset(token)
         return answer.code, answer.body
 
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
@@ -926,9 +949,13 @@ class Applier:
         if resource is None:
             return
         path = self.cluster.api.path_for(resource, namespace, name)
-        await self.cluster.api.serve(
-            ApiRequest("DELETE", path, {}, "application/json", b"", self.cluster.user)
-        )
+        token = READS.set(None)
+        try:
+            await self.cluster.api.serve(
+                ApiRequest("DELETE", path, {}, "application/json", b"", self.cluster.user)
+            )
+        finally:
+            READS.reset(token)
 
     def find(self, obj: Obj) -> Obj | None:
         resource = self.resource(obj)
@@ -1263,7 +1290,7 @@ class HelmReleaseReconcile(Reconcile):
             spent = retries >= 0 and failures + 1 > retries
             retry_at = None if spent else self.owner.flux.loop.time() + RETRY_S
             if retry_at is not None:
-                self.owner.flux.loop.call_later(RETRY_S, self.owner.flux.changed)
+                self.owner.flux.loop.call_later(RETRY_S, self.owner.wake, self.key)
             self.owner._done[self.key] = {
                 "wanted": wanted,
                 "failed": True,
@@ -1291,7 +1318,7 @@ class HelmReleaseReconcile(Reconcile):
             (self.spec.get(action) or {}).get("timeout") or self.spec.get("timeout"), 300
         )
         deadline = self.owner.flux.loop.time() + timeout
-        self.owner.flux.loop.call_later(timeout, self.owner.flux.changed)
+        self.owner.flux.loop.call_later(timeout, self.owner.wake, self.key)
         self.owner._done[self.key] = {
             "wanted": wanted,
             "failed": False,
@@ -1714,7 +1741,7 @@ class KustomizationReconcile(Reconcile):
             }
             if error is not None:
                 return self._failed(*error)
-            self.owner.flux.loop.call_later(timeout, self.owner.flux.changed)
+            self.owner.flux.loop.call_later(timeout, self.owner.wake, self.key)
         return self._health(revision, applier, self.owner._done[self.key])
 
     def _source(self) -> tuple[str, dict[str, str]] | Obj:
@@ -1897,24 +1924,46 @@ class Flux:
         self.errors: list[str] = []
         self._switches: dict[tuple[str, str, str], _Switch] = {}
         self._digests: dict[tuple[str, object], tuple[str, int, Any]] = {}
-        self._scheduled = self._running = self._again = False
+        self.schedule = Schedule()
+        self._scheduled = self._running = False
         self._version = 0
-        self._passes = 0
+        self.reconciled = 0  # Flux objects reconciled (bench/host_standin.py reads it)
         self._condition = threading.Condition()
 
     # -- clusters ------------------------------------------------------------
     def attach(self, api: KubeApi, *, installed: bool) -> ClusterFlux:
         found = ClusterFlux(self, api, installed=installed)
         self.clusters.append(found)
-        self.changed()
+        self._on_loop(lambda: self.schedule.wake_cluster(found))
+        self.resolution_changed()
         return found
 
     def detach(self, api: KubeApi) -> None:
+        gone = [c for c in self.clusters if c.api is api]
         self.clusters = [c for c in self.clusters if c.api is not api]
-        self.changed()
+        for cluster in gone:
+            self._on_loop(functools.partial(self.schedule.forget, cluster))
+        self.resolution_changed()
 
     def resolve(self, kubeconfig: Obj) -> Cluster | str:
+        reads = READS.get()
+        if reads is not None:
+            reads.add(RESOLVED)
         return self.resolver(kubeconfig)
+
+    def resolution_changed(self) -> None:
+        """What a kubeconfig reaches changed (a vCluster started or stopped, a listener
+        closed or opened): whatever resolved one is reconciled again."""
+        self._on_loop(lambda: self.schedule.wake_readers(RESOLVED))
+
+    @property
+    def full_passes(self) -> bool:
+        """Every object after every change, as the stand-in once did (a bench's baseline)."""
+        return self.schedule.full
+
+    @full_passes.setter
+    def full_passes(self, full: bool) -> None:
+        self.schedule.full = full
 
     # -- remotes (from any thread) ----------------------------------------------
     def git(self, url: str) -> GitRemote:
@@ -2104,7 +2153,34 @@ class Flux:
 
     # -- reconciling ------------------------------------------------------------------
     def changed(self) -> None:
-        """Something changed (an object, a remote): reconcile everything soon."""
+        """Something a test registers or switches changed (a remote, a switch): reconcile
+        everything soon."""
+        self._on_loop(self.schedule.wake_all)
+
+    def touched(
+        self, cluster: ClusterFlux, resource: Resource | None, namespace: str, name: str
+    ) -> None:
+        """An object of `cluster` was written or deleted (None: its tokens expired):
+        reconcile it if it is Flux's, and whatever read it (flux_schedule.py)."""
+
+        def due() -> None:
+            if self.schedule.full:
+                self.schedule.wake_all()
+            elif resource is None:
+                self.schedule.wake_readers(RESOLVED)
+            else:
+                api = cluster.api
+                self.schedule.wake_readers((api, resource.group, resource.plural, namespace, name))
+                if resource.kind == "CustomResourceDefinition":
+                    self.schedule.wake_api_readers(api)
+                kind = KIND_OF.get((resource.group, resource.plural))
+                if kind is not None:
+                    self.schedule.wake(cluster, kind, namespace, name)
+
+        self._on_loop(due)
+
+    def _on_loop(self, note: Callable[[], None]) -> None:
+        """Note what is due on the stand-in's loop (now, if called there) and run soon."""
         if self.loop.is_closed():
             return
         try:
@@ -2112,43 +2188,50 @@ class Flux:
         except RuntimeError:
             running = None
         if running is self.loop:
-            self._schedule()
+            self._noted(note)
         else:
-            self.loop.call_soon_threadsafe(self._schedule)
+            self.loop.call_soon_threadsafe(self._noted, note)
+
+    def _noted(self, note: Callable[[], None]) -> None:
+        note()
+        self._schedule()
 
     def _schedule(self) -> None:
-        if self._running:
-            self._again = True
-        elif not self._scheduled:
+        """A run soon, unless one runs: its passes go on while anything is due, so a
+        burst of writes is one pass."""
+        if not self._running and not self._scheduled:
             self._scheduled = True
             self.loop.call_soon(lambda: self.loop.create_task(self._run()))
 
     async def _run(self) -> None:
+        """Passes until nothing is due. A run never yields to the loop between objects,
+        so what a test reads between runs is settled, never a pass half done."""
         self._scheduled = False
         if self._running:
-            self._again = True
             return
+        READS.set(None)  # this task's context may be a copy of a recording one
         self._running = True
         try:
             passes = 0
-            while True:
-                self._again = False
+            while self.schedule.pending():
+                everything = self.schedule.begin()
                 for cluster in list(self.clusters):
-                    await cluster.reconcile()
+                    await cluster.reconcile(everything)
                 passes += 1
-                if not self._again:
-                    break
-                if passes > 200:
+                if passes > 200 and self.schedule.pending():
                     self.errors.append(
                         "the Flux stand-in never settled: 200 passes in a row changed something"
                     )
                     break
         finally:
             self._running = False
-            self._passes += passes
             with self._condition:
                 self._version += 1
                 self._condition.notify_all()
+
+    def busy(self) -> bool:
+        """Whether a run is due or running (bench/host_standin.py waits for quiet)."""
+        return self._scheduled or self._running or self.schedule.pending()
 
     # -- waiting (from a test's thread) ---------------------------------------------------
     def wait_for(self, check: Callable[[], T | None], timeout_s: float = 10.0) -> T:

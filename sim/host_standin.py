@@ -437,10 +437,12 @@ class HostStandIn:
         vCluster gateway, or both; `listen()` or `heal()` opens them again."""
         for name in [n for n, wanted in (("host", host), ("vclusters", vclusters)) if wanted]:
             self._call(self._servers[name].close())
+        self.flux.resolution_changed()
 
     def listen(self) -> None:
         for server in self._servers.values():
             self._call(server.open())
+        self.flux.resolution_changed()
 
     def heal(self) -> None:
         """Every switch off, on the host, in every vCluster and in Flux."""

@@ -1001,3 +1001,84 @@ async def test_a_stalled_release_is_tried_again_only_on_a_reset_request(
         assert ready["status"]["lastHandledResetAt"] == token
         assert ready["status"]["lastHandledReconcileAt"] == token
         assert host.api.find("statefulsets", name, ns, group="apps") is not None
+
+
+# -- what a change wakes ------------------------------------------------------------------
+async def test_a_write_wakes_only_the_flux_objects_that_read_what_it_changed() -> None:
+    """A write reconciles the Flux objects that read what it changed, and no other: a
+    ConfigMap nothing read wakes none (a stand-in that reconciled everything after every
+    write starved its loop once a test had several CloudSpaces); a kubeconfig Secret
+    deleted fails the Kustomization that reads it, and one of its objects deleted is applied
+    again."""
+    with HostStandIn(ready_delay_s=0.02) as own:
+        ns = "cs-wakes"
+        repo = own.flux.git("https://git.example/team/wakes.git")
+        config_map = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "settings", "namespace": ns},
+            "data": {"a": "1"},
+        }
+        repo.commit({"deploy/settings.yaml": yaml.safe_dump(config_map)})
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "host",
+                    "cluster": {
+                        "server": own.url,
+                        "certificate-authority-data": base64.b64encode(
+                            own.ca_pem.encode()
+                        ).decode(),
+                    },
+                }
+            ],
+            "users": [{"name": "admin", "user": {"token": own.token}}],
+            "contexts": [{"name": "host", "context": {"cluster": "host", "user": "admin"}}],
+            "current-context": "host",
+        }
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "host-kubeconfig", "namespace": ns},
+            "stringData": {"config": yaml.safe_dump(kubeconfig)},
+        }
+        async with host_client(own) as client:
+            core: Any = CoreV1Api(client)
+            await namespace(client, ns)
+            await core.create_namespaced_secret(ns, secret)
+            await git_app(
+                client,
+                ns,
+                "app",
+                repo.url,
+                prune=True,
+                path="./deploy",
+                kubeConfig={"secretRef": {"name": "host-kubeconfig", "key": "config"}},
+            )
+            await own.flux.until_ready("Kustomization", ns, "app")
+            await own.flux.until(lambda: not own.flux.busy())
+            before = own.flux.reconciled
+            unrelated = {**config_map, "metadata": {"name": "unrelated", "namespace": ns}}
+            await core.create_namespaced_config_map(ns, unrelated)
+            await own.flux.until(lambda: not own.flux.busy())
+            assert own.flux.reconciled == before
+
+            await core.delete_namespaced_config_map("settings", ns)
+            await flux_object(
+                own,
+                "Kustomization",
+                ns,
+                "app",
+                lambda _: own.api.find("configmaps", "settings", ns),
+            )
+
+            await core.delete_namespaced_secret("host-kubeconfig", ns)
+            gone = await failed(own, "Kustomization", ns, "app")
+            assert condition(gone)["message"] == (
+                f"unable to read KubeConfig secret '{ns}/host-kubeconfig' error: secrets "
+                '"host-kubeconfig" not found'
+            )
+            await core.create_namespaced_secret(ns, secret)
+            await own.flux.until_ready("Kustomization", ns, "app")
