@@ -97,7 +97,9 @@ async def placement(
         problems.errors += at.errors
         return None
     vcluster = target.vcluster if target.vcluster is not None else cloud_space.name
-    found = await vcluster_rows.by_name(unit.session, cloud_space.id, vcluster)
+    # Matched here, not in SQL: the name is the caller's text, whatever it holds.
+    vclusters = await vcluster_rows.of_cloud_space(unit.session, cloud_space.id)
+    found = next((v for v in vclusters if v.name == vcluster), None)
     if found is None:
         problems.add(
             ["target", "vclusterName"],
