@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from core.apps import sources
 from core.apps.sources import GitCredential, GitSource, HelmSource, Source, SourceKind
-from core.apps.targets import vcluster_names
+from core.cloudspaces.vcluster_rules import REMOVAL_STEPS
 from core.common.errors import Problems
 from core.common.names import dns_label_problem
 from core.common.rbac import Viewer
@@ -16,6 +16,7 @@ from core.common.services import Unit
 from core.spaces.statuses import CloudSpacePhase
 from db import apps as app_rows
 from db import owned
+from db import vclusters as vcluster_rows
 from db.cloudspace_tables import CloudSpace
 from db.tables import Environment, Space
 
@@ -96,11 +97,21 @@ async def placement(
         problems.errors += at.errors
         return None
     vcluster = target.vcluster if target.vcluster is not None else cloud_space.name
-    if vcluster not in vcluster_names(cloud_space):
+    # Matched here, not in SQL: the name is the caller's text, whatever it holds.
+    vclusters = await vcluster_rows.of_cloud_space(unit.session, cloud_space.id)
+    found = next((v for v in vclusters if v.name == vcluster), None)
+    if found is None:
         problems.add(
             ["target", "vclusterName"],
             f"CloudSpace {cloud_space.name} has no vCluster {vcluster!r}",
             "NOT_FOUND",
+        )
+        return None
+    if found.step in REMOVAL_STEPS:
+        problems.add(
+            ["target", "vclusterName"],
+            f"vCluster {vcluster!r} of CloudSpace {cloud_space.name} is being removed",
+            "PRECONDITION_FAILED",
         )
         return None
     return Placement(f"cs:{cloud_space.id}/{vcluster}", cloud_space.id, vcluster, None, namespace)

@@ -74,6 +74,8 @@ async def gate(context: Context, app: App) -> str | None:
         cloud_space = await loaders.cloud_space.load(app.cloud_space_id)
         if cloud_space is not None:
             world.cloud_spaces[cloud_space.id] = cloud_space
+            for vcluster in await loaders.vclusters_of_cloud_space.load(cloud_space.id):
+                world.vclusters[(cloud_space.id, vcluster.name)] = vcluster
             host = await loaders.host_space.load(cloud_space.host_space_id)
             if host is not None:
                 world.spaces[host.id] = host
