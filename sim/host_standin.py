@@ -173,6 +173,7 @@ from sim.kube_admission import UserInfo
 from sim.kube_api import KubeApi, Obj, Resource, Target, now_text, secret_data
 from sim.kube_standin import _ssl_context, status
 from sim.kube_validation import statefulset_pod_refusal
+from sim.loop_calls import call_on
 from sim.pki import CertificateAuthority, KeyPair
 from sim.ports import HeldPort
 
@@ -454,7 +455,7 @@ class HostStandIn:
 
     # -- internals -------------------------------------------------------
     def _call(self, coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=10)
+        return call_on(self._loop, coroutine)
 
     async def _serve(
         self, name: str, handler: Any, port: HeldPort, ca: CertificateAuthority

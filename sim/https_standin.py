@@ -25,6 +25,7 @@ from typing import Any, Self
 from aiohttp import web
 
 from sim import server_name
+from sim.loop_calls import call_on
 from sim.pki import CertificateAuthority
 from sim.ports import HeldPort
 
@@ -99,7 +100,7 @@ class HttpsStandIn:
         self._directory.cleanup()
 
     def _call(self, coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=10)
+        return call_on(self._loop, coroutine)
 
     @web.middleware
     async def _count(self, request: web.Request, handler: Any) -> web.StreamResponse:

@@ -52,6 +52,7 @@ from aiohttp import web
 from sim import server_name
 from sim.https_standin import server_ssl_context
 from sim.kube_validation import DNS1123_SUBDOMAIN, FieldError, invalid_value, required
+from sim.loop_calls import call_on
 from sim.pki import CertificateAuthority
 from sim.ports import HeldPort
 
@@ -681,7 +682,7 @@ class AdmissionWebhookStandIn:
 
     # internals
     def _call(self, coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=10)
+        return call_on(self._loop, coroutine)
 
     async def _start(self) -> None:
         app = server_name.named(web.Application(), type(self).__name__)

@@ -66,6 +66,7 @@ from sim.kube_validation import (
     typed_patch_failure,
     unknown_field_warning,
 )
+from sim.loop_calls import call_on
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -778,7 +779,7 @@ class KubeApi:
         async def run() -> T:
             return function()
 
-        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout=10)
+        return call_on(self.loop, run())
 
     def _register(self, resource: Resource) -> None:
         self.resources[(resource.group, resource.version, resource.plural)] = resource

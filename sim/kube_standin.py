@@ -44,6 +44,7 @@ from aiohttp import web
 
 from sim import server_name
 from sim.kube_paging import BadContinue, page_of
+from sim.loop_calls import call_on
 from sim.pki import CertificateAuthority, KeyPair
 from sim.ports import HeldPort
 
@@ -259,7 +260,7 @@ class KubeStandIn:
 
     # -- internals -------------------------------------------------------
     def _call(self, coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=10)
+        return call_on(self._loop, coroutine)
 
     async def _start_runner(self) -> None:
         app = server_name.named(web.Application(), type(self).__name__)

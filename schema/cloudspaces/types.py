@@ -92,7 +92,9 @@ class VCluster(Node):
         cloud_space = await vcluster_reads.cloud_space_of(info.context, self.row)
         return cloud_space is not None and vcluster_reads.ready(cloud_space, self.row)
 
-    @strawberry.field(description="The CloudSpace it belongs to.")
+    @strawberry.field(
+        description="The CloudSpace it belongs to.", extensions=needs("cloudspace:view")
+    )
     async def cloud_space(self, info: GraphInfo) -> CloudSpace | None:
         row = await vcluster_reads.cloud_space_of(info.context, self.row)
         return None if row is None else CloudSpace.from_row(row)
