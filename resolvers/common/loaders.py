@@ -11,7 +11,7 @@ import logging
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
@@ -38,6 +38,8 @@ from db.tables import CloudAccount, ClusterGrant, Environment, Org, Space, Space
 from db.vcluster_tables import VCluster
 
 log = logging.getLogger("spacedock.loaders")
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 def _grouped(rows: Sequence[Any], keys: Sequence[str], parent: str) -> list[list[Any]]:
@@ -47,21 +49,47 @@ def _grouped(rows: Sequence[Any], keys: Sequence[str], parent: str) -> list[list
     return [by_parent[key] for key in keys]
 
 
+class _Lazy(Generic[K, V]):
+    """A Loaders attribute whose DataLoader is made on first use and then kept in the
+    instance's own __dict__ (which `Loaders.close` walks), so later reads skip this."""
+
+    def __init__(self, make: Callable[[Loaders], DataLoader[K, V]]) -> None:
+        self.make = make
+        self.name = ""
+
+    def __set_name__(self, owner: type[Loaders], name: str) -> None:
+        self.name = name
+
+    def __get__(self, loaders: Loaders | None, owner: type[Loaders]) -> DataLoader[K, V]:
+        assert loaders is not None, "read on a Loaders instance"
+        made = loaders.__dict__[self.name] = self.make(loaders)
+        return made
+
+
 class Loaders:
-    def __init__(
-        self, services: Services, org_id: str, live_calls: LiveCallBudget | None = None
-    ) -> None:
-        self.services = services
-        self.org_id = org_id
-        # Orgs are looked up across orgs; callers only ever ask for their own.
-        self.org: DataLoader[str, Org | None] = self._by_id(Org, None)
-        self.space: DataLoader[str, Space | None] = self._by_id(Space, org_id)
-        self.cloud_account: DataLoader[str, CloudAccount | None] = self._by_id(CloudAccount, org_id)
-        self.environment: DataLoader[str, Environment | None] = self._by_id(Environment, org_id)
-        self.environments_of_space = DataLoader(self._environments_of_spaces)
-        self.grants_of_account = DataLoader(self._grants)
-        self.recent_events = DataLoader(self._recent_events)
-        self.spaces_of_account = self._pages(
+    services: Services
+    org_id: str
+    # Each loader is made on first use (`_Lazy`): an operation uses a few of these, and an
+    # idle subscription holds its operation's Loaders for as long as it runs (the fan-out
+    # bench's memory per subscription grew by 11 KiB with the loaders made up front).
+    # Orgs are looked up across orgs; callers only ever ask for their own.
+    org = _Lazy[str, "Org | None"](lambda self: self._by_id(Org, None))
+    space = _Lazy[str, "Space | None"](lambda self: self._by_id(Space, self.org_id))
+    cloud_account = _Lazy[str, "CloudAccount | None"](
+        lambda self: self._by_id(CloudAccount, self.org_id)
+    )
+    environment = _Lazy[str, "Environment | None"](
+        lambda self: self._by_id(Environment, self.org_id)
+    )
+    environments_of_space = _Lazy[str, "list[EnvironmentRecord]"](
+        lambda self: DataLoader(self._environments_of_spaces)
+    )
+    grants_of_account = _Lazy[str, "list[ClusterGrant]"](lambda self: DataLoader(self._grants))
+    recent_events = _Lazy[tuple[str, int], "list[StatusEventRecord]"](
+        lambda self: DataLoader(self._recent_events)
+    )
+    spaces_of_account = _Lazy[tuple[str, int, "str | None"], "Page[Any]"](
+        lambda self: self._pages(
             lambda session, ids, first, after: pages_by_parent(
                 session,
                 Space,
@@ -69,49 +97,82 @@ class Loaders:
                 ids,
                 first,
                 after,
-                col(Space.org_id) == org_id,
+                col(Space.org_id) == self.org_id,
                 space_rows.LIVE,
             )
         )
-        self.status_event = DataLoader(self._status_events)
-        self.cloud_space: DataLoader[str, CloudSpace | None] = self._by_id(CloudSpace, org_id)
-        self.cloud_spaces_of_space = DataLoader(self._cloud_spaces_of_spaces)
-        self.cloud_space_event = DataLoader(self._cloud_space_events)
-        self.vcluster: DataLoader[str, VCluster | None] = self._by_id(VCluster, org_id)
-        self.vclusters_of_cloud_space = DataLoader(self._vclusters_of_cloud_spaces)
-        # Keyed by vCluster id.
-        self.kubeconfig = DataLoader(self._kubeconfigs)
-        self.custom_role: DataLoader[str, RoleDefinition | None] = self._by_id(
-            RoleDefinition, org_id
-        )
-        self.api_token: DataLoader[str, ApiToken | None] = self._by_id(ApiToken, org_id)
-        self.audit_event: DataLoader[str, AuditEvent | None] = self._by_id(AuditEvent, org_id)
-        self.advisor_finding: DataLoader[str, AdvisorFinding | None] = self._by_id(
-            AdvisorFinding, org_id
-        )
-        self.advice_counts = DataLoader(self._advice_counts)
-        self.advice_first_page = DataLoader(self._advice_first_pages)
-        self.advisor_schedule = DataLoader(self._advisor_schedules)
-        self.advisor_exemptions = DataLoader(self._advisor_exemptions)
-        self.app: DataLoader[str, App | None] = self._by_id(App, org_id)
-        # A CloudSpace's host may be the platform's (another org's): read by id alone, only
-        # to tell whether the CloudSpace's apps can be reached, never shown.
-        self.host_space: DataLoader[str, Space | None] = self._by_id(Space, None)
-        self.app_revision: DataLoader[str, AppRevision | None] = self._by_id(AppRevision, org_id)
-        self.app_event = DataLoader(self._app_events)
-        self.latest_revision = DataLoader(self._latest_revisions)
-        self.apps_of_cloud_space = self._pages(
+    )
+    status_event = _Lazy[int, "SpaceStatusEvent | None"](
+        lambda self: DataLoader(self._status_events)
+    )
+    cloud_space = _Lazy[str, "CloudSpace | None"](lambda self: self._by_id(CloudSpace, self.org_id))
+    cloud_spaces_of_space = _Lazy[str, "list[CloudSpace]"](
+        lambda self: DataLoader(self._cloud_spaces_of_spaces)
+    )
+    cloud_space_event = _Lazy[int, "CloudSpaceEvent | None"](
+        lambda self: DataLoader(self._cloud_space_events)
+    )
+    vcluster = _Lazy[str, "VCluster | None"](lambda self: self._by_id(VCluster, self.org_id))
+    vclusters_of_cloud_space = _Lazy[str, "list[VCluster]"](
+        lambda self: DataLoader(self._vclusters_of_cloud_spaces)
+    )
+    # Keyed by vCluster id.
+    kubeconfig = _Lazy[str, "MintedKubeconfig | None"](lambda self: DataLoader(self._kubeconfigs))
+    custom_role = _Lazy[str, "RoleDefinition | None"](
+        lambda self: self._by_id(RoleDefinition, self.org_id)
+    )
+    api_token = _Lazy[str, "ApiToken | None"](lambda self: self._by_id(ApiToken, self.org_id))
+    audit_event = _Lazy[str, "AuditEvent | None"](lambda self: self._by_id(AuditEvent, self.org_id))
+    advisor_finding = _Lazy[str, "AdvisorFinding | None"](
+        lambda self: self._by_id(AdvisorFinding, self.org_id)
+    )
+    advice_counts = _Lazy[tuple[str, str, AdviceFilter], "dict[str, int]"](
+        lambda self: DataLoader(self._advice_counts)
+    )
+    advice_first_page = _Lazy[tuple[str, str, AdviceFilter, int], "list[AdvisorFinding]"](
+        lambda self: DataLoader(self._advice_first_pages)
+    )
+    advisor_schedule = _Lazy[str, "AdvisorSchedule | None"](
+        lambda self: DataLoader(self._advisor_schedules)
+    )
+    advisor_exemptions = _Lazy[str, "list[AdvisorExemption]"](
+        lambda self: DataLoader(self._advisor_exemptions)
+    )
+    app = _Lazy[str, "App | None"](lambda self: self._by_id(App, self.org_id))
+    # A CloudSpace's host may be the platform's (another org's): read by id alone, only
+    # to tell whether the CloudSpace's apps can be reached, never shown.
+    host_space = _Lazy[str, "Space | None"](lambda self: self._by_id(Space, None))
+    app_revision = _Lazy[str, "AppRevision | None"](
+        lambda self: self._by_id(AppRevision, self.org_id)
+    )
+    app_event = _Lazy[int, "AppEvent | None"](lambda self: DataLoader(self._app_events))
+    latest_revision = _Lazy[str, "AppRevision | None"](
+        lambda self: DataLoader(self._latest_revisions)
+    )
+    apps_of_cloud_space = _Lazy[tuple[str, int, "str | None"], "Page[Any]"](
+        lambda self: self._pages(
             lambda session, ids, first, after: app_rows.app_pages(
-                session, org_id, App.cloud_space_id, ids, first, after
+                session, self.org_id, App.cloud_space_id, ids, first, after
             )
         )
-        self.apps_of_environment = self._pages(
+    )
+    apps_of_environment = _Lazy[tuple[str, int, "str | None"], "Page[Any]"](
+        lambda self: self._pages(
             lambda session, ids, first, after: app_rows.app_pages(
-                session, org_id, App.environment_id, ids, first, after
+                session, self.org_id, App.environment_id, ids, first, after
             )
         )
-        # Revision pages are only asked for apps this org's loaders returned.
-        self.revisions_of_app = self._pages(app_rows.revision_pages)
+    )
+    # Revision pages are only asked for apps this org's loaders returned.
+    revisions_of_app = _Lazy[tuple[str, int, "str | None"], "Page[Any]"](
+        lambda self: self._pages(app_rows.revision_pages)
+    )
+
+    def __init__(
+        self, services: Services, org_id: str, live_calls: LiveCallBudget | None = None
+    ) -> None:
+        self.services = services
+        self.org_id = org_id
         # Not a loader: this operation's allowance of live cluster calls (core.common.live_calls).
         self.live_calls = live_calls or services.live_calls.budget()
         # A query's reads that queue together share one read-only transaction
