@@ -4,6 +4,7 @@ with their apps costs a fixed number of statements), an app's gate, and appChang
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
@@ -74,9 +75,15 @@ async def gate(context: Context, app: App) -> str | None:
         cloud_space = await loaders.cloud_space.load(app.cloud_space_id)
         if cloud_space is not None:
             world.cloud_spaces[cloud_space.id] = cloud_space
-            for vcluster in await loaders.vclusters_of_cloud_space.load(cloud_space.id):
+            # Asked together: every app's gate then joins the same two batches, however
+            # the apps of a page of CloudSpaces resolve (one after the other, the batches
+            # split by when each app got there).
+            vclusters, host = await asyncio.gather(
+                loaders.vclusters_of_cloud_space.load(cloud_space.id),
+                loaders.host_space.load(cloud_space.host_space_id),
+            )
+            for vcluster in vclusters:
                 world.vclusters[(cloud_space.id, vcluster.name)] = vcluster
-            host = await loaders.host_space.load(cloud_space.host_space_id)
             if host is not None:
                 world.spaces[host.id] = host
     elif app.environment_id is not None:
