@@ -27,7 +27,7 @@ from tests.support.graphql import GraphQL
 REPO = Path(__file__).resolve().parents[1]
 READY_WITHIN_S = 240.0
 # The first test also waits for the demo to start (40 s alone, minutes beside the suite).
-pytestmark = pytest.mark.timeout(READY_WITHIN_S + 180)
+pytestmark = pytest.mark.timeout(READY_WITHIN_S + 300)
 
 
 @dataclass
@@ -145,7 +145,9 @@ async def test_the_demo_shows_spaces_in_every_state_with_their_reason_codes(demo
         return data if wanted <= codes and up else None
 
     try:
-        data = await eventually(settled, timeout_s=90)
+        # Beside a full suite on two cores the clouds' probes can fall behind for a while
+        # (CI run 3 of stop 28 saw them stale at 90 s), so the wait is generous.
+        data = await eventually(settled, timeout_s=180)
     except AssertionError:
         raise AssertionError(f"the spaces never settled: {seen}") from None
     assert len(data["spaces"]["nodes"]) == 15
