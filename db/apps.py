@@ -55,6 +55,15 @@ async def lock(session: AsyncSession, app_id: str) -> App | None:
     return (await session.scalars(query.execution_options(populate_existing=True))).first()
 
 
+async def locked_many(session: AsyncSession, app_ids: Sequence[str]) -> Sequence[App]:
+    """The apps as they are now, locked until commit, in id order (so two writers lock
+    alike); on SQLite the transaction's write lock stands for the row locks."""
+    query = sa.select(App).where(col(App.id).in_(app_ids)).order_by(col(App.id))
+    if not _is_sqlite(session):
+        query = query.with_for_update()
+    return (await session.scalars(query.execution_options(populate_existing=True))).all()
+
+
 async def locked_if_claimed(session: AsyncSession, app_id: str, owner: str) -> App | None:
     """The locked row while `owner` holds its delivery lease; None when it lost it."""
     row = await lock(session, app_id)

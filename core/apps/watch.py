@@ -21,9 +21,6 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, ClassVar
 
-import sqlalchemy as sa
-from sqlmodel import col
-
 from core.apps import flux
 from core.apps.history import EventKind, RevisionState, record, revision_moved
 from core.apps.settings import AppSettings
@@ -208,12 +205,7 @@ class StatusLoop:
         if not wanted:
             return
         async with self.services.unit() as unit:
-            query = sa.select(App).where(col(App.id).in_(wanted)).order_by(col(App.id))
-            if unit.session.get_bind().dialect.name != "sqlite":
-                query = query.with_for_update()
-            apps = (
-                await unit.session.scalars(query.execution_options(populate_existing=True))
-            ).all()
+            apps = await app_rows.locked_many(unit.session, wanted)
             applied = {
                 r.app_id: r
                 for r in await app_rows.in_states(unit.session, wanted, [RevisionState.APPLIED])
