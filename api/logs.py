@@ -18,6 +18,7 @@ import json
 import logging
 import logging.config
 import re
+from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -186,6 +187,12 @@ def configure(log_format: str, level: str, sdk_level: str) -> None:
     logging.captureWarnings(log_format == "json")
 
 
+# The messages that open an answer, which carry the X-Request-Id header.
+ANSWER_STARTS = frozenset(
+    ("http.response.start", "websocket.accept", "websocket.http.response.start")
+)
+
+
 class RequestIds:
     """Every HTTP request and WebSocket connection runs in a request scope of its own,
     whose id the response (or the WebSocket handshake's answer) carries as X-Request-Id."""
@@ -201,13 +208,12 @@ class RequestIds:
         with request_scope.begin(None if given is None else given.decode("latin-1")) as current:
             echoed = (b"x-request-id", current.id.encode())
 
-            async def sending(message: Message) -> None:
-                if message["type"] in (
-                    "http.response.start",
-                    "websocket.accept",
-                    "websocket.http.response.start",
-                ):
+            # A plain function handing on the server's own awaitable: every WebSocket frame
+            # passes here, and a coroutine of our own per frame cost a fan-out ~1 µs per
+            # subscriber (issue 20).
+            def sending(message: Message) -> Awaitable[None]:
+                if message["type"] in ANSWER_STARTS:
                     message = {**message, "headers": [*message.get("headers", ()), echoed]}
-                await send(message)
+                return send(message)
 
             await self.app(scope, receive, sending)

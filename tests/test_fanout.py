@@ -295,3 +295,35 @@ async def test_a_storm_backlog_lets_other_work_run_between_events() -> None:
     ], "every event once, in order"
     attending.cancel()
     await asyncio.gather(attending, return_exceptions=True)
+
+
+async def test_a_member_slower_than_others_but_within_the_limit_is_never_dropped() -> None:
+    # The group's one send timer (api.shared_subscriptions.SendWatch) fires during a later
+    # send than the one that armed it: it must wait for that send's own limit.
+    events: asyncio.Queue[ExecutionResult] = asyncio.Queue()
+    listening = asyncio.Event()
+    taken: list[str] = []
+    all_taken = asyncio.Event()
+    total = 4
+
+    class Slow:
+        async def deliver(self, payload: str) -> None:
+            await asyncio.sleep(0.12)  # each send within 0.2 s; together well past it
+            taken.append(payload)
+            if len(taken) == total:
+                all_taken.set()
+
+        async def drop(self, code: int, reason: str) -> None:
+            raise AssertionError(f"dropped within its limit: {reason}")
+
+    shared = SharedSubscriptions(send_timeout_s=0.2)
+    key = GroupKey.of("subscription { x }", None, None, Viewer("org_1", "acme", Role.VIEWER))
+    attending = asyncio.create_task(shared.attend(key, Slow(), queued_stream(events, listening)))
+    await asyncio.wait_for(listening.wait(), WAIT_S)
+    for number in range(total):
+        events.put_nowait(ExecutionResult(data={"x": number}, errors=None))
+    await asyncio.wait_for(all_taken.wait(), WAIT_S)
+    assert taken == [f'{{"data": {{"x": {number}}}}}' for number in range(total)]
+    assert shared.listening_members == 1
+    attending.cancel()
+    await asyncio.gather(attending, return_exceptions=True)
