@@ -7,7 +7,7 @@ import contextlib
 import gc
 import hmac
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 
 from starlette.applications import Starlette
@@ -176,10 +176,10 @@ class Failures:
             return
         started = False
 
-        async def sending(message: Message) -> None:
+        def sending(message: Message) -> Awaitable[None]:
             nonlocal started
             started = started or message["type"] == "http.response.start"
-            await send(message)
+            return send(message)  # the server's own awaitable: no coroutine of ours per send
 
         try:
             await self.app(scope, receive, sending)

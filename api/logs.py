@@ -48,12 +48,17 @@ _RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))
 
 
 # The admission webhook's path ends in a vCluster's secret (core.cloudspaces.admission).
-ADMISSION_SECRET = re.compile(r"^(/api/v1/admission/[^/]*/[^/]*/).+$")
+ADMISSION_PATH = "/api/v1/admission/"
+ADMISSION_SECRET = re.compile(rf"^({ADMISSION_PATH}[^/]*/[^/]*/).+$")
 
 
 def logged_path(path: str) -> str:
     """A path as the log shows it: no query string, no webhook secret."""
-    return ADMISSION_SECRET.sub(r"\1…", path.split("?", 1)[0])
+    path = path.partition("?")[0]
+    # Every request is logged: the pattern only where it can match.
+    if path.startswith(ADMISSION_PATH):
+        return ADMISSION_SECRET.sub(r"\1…", path)
+    return path
 
 
 class PathOnly(logging.Filter):
@@ -205,15 +210,18 @@ class RequestIds:
             await self.app(scope, receive, send)
             return
         given = next((value for name, value in scope["headers"] if name == b"x-request-id"), None)
-        with request_scope.begin(None if given is None else given.decode("latin-1")) as current:
-            echoed = (b"x-request-id", current.id.encode())
+        current, token = request_scope.enter(None if given is None else given.decode("latin-1"))
+        echoed = (b"x-request-id", current.id.encode())
 
-            # A plain function handing on the server's own awaitable: every WebSocket frame
-            # passes here, and a coroutine of our own per frame cost a fan-out ~1 µs per
-            # subscriber (issue 20).
-            def sending(message: Message) -> Awaitable[None]:
-                if message["type"] in ANSWER_STARTS:
-                    message = {**message, "headers": [*message.get("headers", ()), echoed]}
-                return send(message)
+        # A plain function handing on the server's own awaitable: every WebSocket frame
+        # passes here, and a coroutine of our own per frame cost a fan-out ~1 µs per
+        # subscriber (issue 20).
+        def sending(message: Message) -> Awaitable[None]:
+            if message["type"] in ANSWER_STARTS:
+                message = {**message, "headers": [*message.get("headers", ()), echoed]}
+            return send(message)
 
+        try:
             await self.app(scope, receive, sending)
+        finally:
+            request_scope.leave(token)

@@ -27,6 +27,10 @@ bench/space_tables.py, which also runs alone (`--tables 0` skips it here).
 Runs on SQLite, and on Postgres too when `--postgres URL` (an admin URL; a fresh
 database is made and dropped) or SPACEDOCK_TEST_DATABASE_URL is given.
 
+`--before DIR` (a `git worktree` of an earlier commit) serves the same data from a third
+server running that code, on a database of its own, measured in the same interleaved runs:
+a regression shows against it, whatever the machine's speed did meanwhile.
+
 Run: `.venv/bin/python bench/graphql_reads.py` (about a minute per database; `--help`).
 """
 
@@ -37,6 +41,7 @@ import asyncio
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -76,6 +81,7 @@ class Client:
 
     def __init__(self, url: str, token: str) -> None:
         self.url = url
+        self.token = token
         self.headers = {"Authorization": f"Bearer {token}"}
         connector = aiohttp.TCPConnector(keepalive_timeout=CLIENT_KEEPALIVE_S)
         self.session = aiohttp.ClientSession(connector=connector)
@@ -111,7 +117,9 @@ class Client:
         await self.session.close()
 
 
-async def populate(client: Client, clouds: Clouds, spaces: int, environments: int) -> None:
+async def populate(
+    client: Client, clouds: Clouds, spaces: int, environments: int, clusters: str = "c"
+) -> None:
     account = await client.mutate(
         make.CREATE_CLOUD_ACCOUNT,
         {
@@ -126,13 +134,14 @@ async def populate(client: Client, clouds: Clouds, spaces: int, environments: in
     nowhere = free_port()  # first probes fail at once: nothing listens there
     for i in range(spaces):
         if i % 2:
-            clouds.add_cluster("AWS", f"c{i}", "us-east-1")
-            access = {"cloudAccountId": account_id, "region": "us-east-1", "clusterName": f"c{i}"}
+            cluster = f"{clusters}{i}"  # one stand-in cluster per space and server
+            clouds.add_cluster("AWS", cluster, "us-east-1")
+            access = {"cloudAccountId": account_id, "region": "us-east-1", "clusterName": cluster}
             await client.mutate(make.GRANT_CLUSTER_ACCESS, {"input": access})
             register = {
                 "provider": "AWS",
                 "cloudAccountId": account_id,
-                "config": make.cloud_config("AWS", f"c{i}"),
+                "config": make.cloud_config("AWS", cluster),
             }
         else:
             config = make.generic_config(server=f"https://127.0.0.1:{nowhere}/c{i}")
@@ -181,15 +190,15 @@ class Target:
             self.sql[label].append(after - statements)
 
 
-async def measure(ours: Target, ceiling: Target, runs: int) -> None:
+async def measure(targets: list[Target], runs: int) -> None:
     for _ in range(5):  # warm-up: connections, caches, first-use imports
         for label in QUERIES:
-            await ours.client.body(QUERIES[label])
-            await ceiling.client.body(QUERIES[label])
-    for run in range(runs):  # interleaved; which server goes first alternates
+            for target in targets:
+                await target.client.body(QUERIES[label])
+    for run in range(runs):  # interleaved; which server goes first rotates
         for label in QUERIES:
-            pair = (ours, ceiling) if run % 2 else (ceiling, ours)
-            for target in pair:
+            first = run % len(targets)
+            for target in targets[first:] + targets[:first]:
                 await target.once(label)
 
 
@@ -200,65 +209,127 @@ async def compare_answers(ours: Client, ceiling: Client) -> None:
             raise SystemExit(f"the ceiling's answer to {label} differs from spacedock's")
 
 
-async def run_database(
-    backend: Backend, clouds: Clouds, args: argparse.Namespace, directory: Path
-) -> None:
+async def spacedock(
+    backend: Backend,
+    clouds: Clouds,
+    args: argparse.Namespace,
+    directory: Path,
+    repo: Path = REPO,
+    clusters: str = "c",
+) -> tuple[Server, Client]:
+    """A spacedock server of the checkout `repo`, populated through its API."""
     server = Server(
         backend=backend,
-        log_path=directory / "server.log",
+        log_path=directory / f"server-{clusters}.log",
         env={**clouds.env, "SPACEDOCK_PROBE_INTERVAL_S": "3600"},
+        repo=repo,
     ).start()
-    ceiling: Ceiling | None = None
-    token = await mint_token(server.backend.url, "bench", "admin")
+    token = await token_from(repo, server.backend.url)
     client = Client(server.url, token)
-    ceiling_client: Client | None = None
     try:
         started = time.monotonic()
-        await populate(client, clouds, args.spaces, args.environments)
+        await populate(client, clouds, args.spaces, args.environments, clusters)
         print(
-            f"{backend.name}: populated {args.spaces} spaces x {args.environments} environments "
-            f"in {time.monotonic() - started:.1f} s",
+            f"{backend.name}{'' if repo == REPO else f' ({repo})'}: populated {args.spaces} "
+            f"spaces x {args.environments} environments in {time.monotonic() - started:.1f} s",
             flush=True,
         )
         wait_for_quiet(server)
+    except BaseException:
+        await client.close()
+        server.stop()
+        raise
+    return server, client
+
+
+async def token_from(repo: Path, database_url: str) -> str:
+    """An admin token, written by the checkout's own code: an earlier commit's tables may
+    differ from this one's."""
+    if repo == REPO:
+        return await mint_token(database_url, "bench", "admin")
+    script = (
+        "import asyncio, sys; sys.path.insert(0, '.');"
+        "from tests.support.server import mint_token;"
+        f"print(asyncio.run(mint_token({database_url!r}, 'bench', 'admin')))"
+    )
+    minted = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", script],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return minted.stdout.strip().splitlines()[-1]
+
+
+async def run_database(
+    backend: Backend,
+    clouds: Clouds,
+    args: argparse.Namespace,
+    directory: Path,
+    before_backend: Backend | None = None,
+) -> None:
+    server, client = await spacedock(backend, clouds, args, directory)
+    ceiling: Ceiling | None = None
+    clients = [client]
+    servers = [server]
+    try:
         answer = await client.post(QUERIES[FULL])
-        ceiling = Ceiling.start(free_port(), answer, token, directory)
-        ceiling_client = Client(ceiling.url, token)
+        ceiling = Ceiling.start(free_port(), answer, client.token, directory)
+        ceiling_client = Client(ceiling.url, client.token)
+        clients.append(ceiling_client)
         await compare_answers(client, ceiling_client)
         assert server.process is not None
-        ours = Target("spacedock", client, server.process.pid, server)
-        them = Target("ceiling", ceiling_client, ceiling.process.pid, None)
-        await measure(ours, them, args.runs)
+        targets = [
+            Target("spacedock", client, server.process.pid, server),
+            Target("ceiling", ceiling_client, ceiling.process.pid, None),
+        ]
+        if before_backend is not None:
+            earlier, earlier_client = await spacedock(
+                before_backend, clouds, args, directory, Path(args.before), clusters="b"
+            )
+            servers.append(earlier)
+            clients.append(earlier_client)
+            assert earlier.process is not None
+            targets.append(Target("before", earlier_client, earlier.process.pid, earlier))
+        await measure(targets, args.runs)
     finally:
-        await client.close()
-        if ceiling_client is not None:
-            await ceiling_client.close()
+        for each in clients:
+            await each.close()
         if ceiling is not None:
             ceiling.stop()
-        server.stop()
-    report(backend.name, ours, them, args.runs)
+        for each_server in servers:
+            each_server.stop()
+    report(backend.name, targets, args.runs)
 
 
-def report(database: str, ours: Target, ceiling: Target, runs: int) -> None:
+def report(database: str, targets: list[Target], runs: int) -> None:
+    ours, ceiling, *before = targets
     print(f"\n{database}: {runs} interleaved requests per query and server, one keep-alive client")
     print("  median latency at the client (interquartile range); CPU = server process per request")
     header = f"  {'query':<22} {'server':<10} {'latency':>22} {'req/s':>7} {'CPU':>8} {'SQL':>4}"
     print(header)
     for label in QUERIES:
-        for target in (ours, ceiling):
+        for target in targets:
             median = statistics.median(target.ms[label])
             sql = f"{min(target.sql[label]):.0f}" if target.sql[label] else "-"
             print(
                 f"  {label:<22} {target.name:<10} {spread(target.ms[label], digits=2):>22} "
                 f"{1000 / median:>7.0f} {target.cpu_s[label] / runs * 1000:>5.1f} ms {sql:>4}"
             )
-        share = statistics.median(ceiling.ms[label]) / statistics.median(ours.ms[label])
-        cpu_share = ceiling.cpu_s[label] / max(ours.cpu_s[label], 1e-9)
-        verdict = "met" if share >= 0.8 else "not met"
-        print(
-            f"  {label:<22} spacedock at {share:.0%} of the ceiling's requests per second "
-            f"({cpu_share:.0%} by CPU); target 80%: {verdict}"
-        )
+        for target in (ours, *before):
+            share = statistics.median(ceiling.ms[label]) / statistics.median(target.ms[label])
+            cpu_share = ceiling.cpu_s[label] / max(target.cpu_s[label], 1e-9)
+            verdict = "met" if share >= 0.8 else "not met"
+            print(
+                f"  {label:<22} {target.name} at {share:.0%} of the ceiling's requests per "
+                f"second ({cpu_share:.0%} by CPU); target 80%: {verdict}"
+            )
+        for earlier in before:
+            cpu = ours.cpu_s[label] / max(earlier.cpu_s[label], 1e-9)
+            latency = statistics.median(ours.ms[label]) / statistics.median(earlier.ms[label])
+            print(f"  {label:<22} spacedock against before: CPU {cpu:.2f}x, latency {latency:.2f}x")
     print(f"  machine: {load_average()}")
 
 
@@ -276,6 +347,9 @@ async def main() -> None:
     )
     parser.add_argument("--sqlite-only", action="store_true", help="skip Postgres")
     parser.add_argument(
+        "--before", metavar="DIR", help="a checkout of an earlier commit, measured beside"
+    )
+    parser.add_argument(
         "--tables",
         type=int,
         default=20,
@@ -289,7 +363,13 @@ async def main() -> None:
     clouds = Clouds().start()  # the AWS spaces' account and clusters
     try:
         with tempfile.TemporaryDirectory() as directory:
-            await run_database(Backend.sqlite(Path(directory)), clouds, args, Path(directory))
+            earlier = None
+            if args.before:
+                (Path(directory) / "before").mkdir()
+                earlier = Backend.sqlite(Path(directory) / "before")
+            await run_database(
+                Backend.sqlite(Path(directory)), clouds, args, Path(directory), earlier
+            )
         if args.tables:
             with tempfile.TemporaryDirectory() as directory:
                 await asyncio.to_thread(
@@ -297,11 +377,16 @@ async def main() -> None:
                 )
         if args.postgres and not args.sqlite_only:
             backend = await asyncio.to_thread(Backend.postgres, args.postgres)
+            earlier = None
             try:
+                if args.before:
+                    earlier = await asyncio.to_thread(Backend.postgres, args.postgres)
                 with tempfile.TemporaryDirectory() as directory:
-                    await run_database(backend, clouds, args, Path(directory))
+                    await run_database(backend, clouds, args, Path(directory), earlier)
             finally:
                 await asyncio.to_thread(backend.dispose, args.postgres)
+                if earlier is not None:
+                    await asyncio.to_thread(earlier.dispose, args.postgres)
             if args.tables:
                 backend = await asyncio.to_thread(Backend.postgres, args.postgres)
                 try:

@@ -16,7 +16,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import Context, ContextVar, copy_context
+from contextvars import Context, ContextVar, Token, copy_context
 from dataclasses import dataclass
 
 # What an HTTP request's operation is called in /metrics until GraphQL has executed one.
@@ -66,12 +66,22 @@ def operation_labels() -> tuple[str, str]:
 @contextmanager
 def begin(given_id: str | None = None) -> Iterator[RequestScope]:
     """A scope for the work done inside the block (and the tasks it starts)."""
-    scope = RequestScope(request_id_of(given_id))
-    token = _current.set(scope)
+    scope, token = enter(given_id)
     try:
         yield scope
     finally:
-        _current.reset(token)
+        leave(token)
+
+
+def enter(given_id: str | None = None) -> tuple[RequestScope, Token[RequestScope | None]]:
+    """`begin` without its generator, for the middleware every request passes: a scope,
+    and the token that `leave` takes to end it."""
+    scope = RequestScope(request_id_of(given_id))
+    return scope, _current.set(scope)
+
+
+def leave(token: Token[RequestScope | None]) -> None:
+    _current.reset(token)
 
 
 def detached() -> Context:
