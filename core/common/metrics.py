@@ -135,8 +135,8 @@ def operation_label(name: str | None) -> str:
 
 
 # The request histogram's series by labels: `labels()` checks and converts its arguments
-# under a lock on every call, a fifth of what a `{ viewer { role } }` request costs on top
-# of its answer. Bounded as the labels are (MAX_OPERATION_NAMES names).
+# under a lock on every call, and every request observes one. Bounded as the labels are
+# (MAX_OPERATION_NAMES names).
 _request_series: dict[tuple[str, str, str], Histogram] = {}
 
 
